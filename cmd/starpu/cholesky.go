@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
+)
+
+// cholesky factorises a symmetric positive definite matrix in tiles, like
+// StarPU's cholesky_implicit: the tasks are submitted in sequential order and
+// the runtime finds the parallelism from their data accesses.
+func cholesky(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("run cholesky", flag.ContinueOnError)
+	var rf runtimeFlags
+	rf.register(fs)
+	precision := fs.String("precision", "single", "single or double")
+	size := fs.Int("size", 4096, "matrix order")
+	nblocks := fs.Int("nblocks", 16, "tiles per dimension")
+	check := fs.Bool("check", true, "verify the factor with a residual check")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *nblocks <= 0 || *size <= 0 || *size%*nblocks != 0 {
+		return fmt.Errorf("cholesky: size (%d) must be a positive multiple of nblocks (%d)", *size, *nblocks)
+	}
+	rt, err := rf.start(ctx)
+	if err != nil {
+		return err
+	}
+	var res choleskyResult
+	switch *precision {
+	case "single":
+		res, err = runCholesky[float32](rt, *size, *nblocks, *check, choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32})
+	case "double":
+		res, err = runCholesky[float64](rt, *size, *nblocks, *check, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64})
+	default:
+		err = fmt.Errorf("cholesky: --precision %q: want single or double", *precision)
+	}
+	if ferr := rf.finish(rt); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	n := float64(*size)
+	gflops := n * n * n / 3 / res.elapsed.Seconds() / 1e9
+	fmt.Fprintf(out, "cholesky: %s precision, %dx%d in %dx%d tiles: %.1f ms, %.2f GFlop/s", *precision, *size, *size, *nblocks, *nblocks, float64(res.elapsed.Microseconds())/1e3, gflops)
+	if *check {
+		fmt.Fprintf(out, ", residual %.3g (tolerance %.1g)", res.residual, res.tolerance)
+	}
+	fmt.Fprintln(out)
+	kv(out, "cholesky", map[string]any{"precision": *precision, "size": *size, "nblocks": *nblocks, "sched": rt.SchedName(),
+		"ms": float64(res.elapsed.Microseconds()) / 1e3, "gflops": gflops, "residual": res.residual, "verified": res.verified})
+	if *check && !res.verified {
+		return fmt.Errorf("cholesky: residual %.3g exceeds %.1g", res.residual, res.tolerance)
+	}
+	return nil
+}
+
+type choleskyKernels struct{ potrf, trsm, syrk, gemm string }
+
+type choleskyResult struct {
+	elapsed   time.Duration
+	residual  float64
+	tolerance float64
+	verified  bool
+}
+
+// element is the test matrix of StarPU's Cholesky examples: a Hilbert matrix
+// plus n on the diagonal, symmetric positive definite and well conditioned.
+func element(i, j, n int) float64 {
+	v := 1 / float64(i+j+1)
+	if i == j {
+		v += float64(n)
+	}
+	return v
+}
+
+func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, ks choleskyKernels) (res choleskyResult, err error) {
+	bs := n / nb
+	cpu := func(k string, modes ...core.Mode) *core.Codelet {
+		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes}
+	}
+	potrf := cpu(ks.potrf, core.RW)
+	trsm := cpu(ks.trsm, core.R, core.RW)
+	syrk := cpu(ks.syrk, core.R, core.RW)
+	gemm := cpu(ks.gemm, core.R, core.R, core.RW)
+
+	// Lower tiles only, each contiguous in the arena: tile (m, k) holds rows
+	// m*bs.. and columns k*bs.., column-major.
+	tiles := make([][][]T, nb)
+	handles := make([][]*core.Handle, nb)
+	defer func() {
+		for m := range handles {
+			for k, h := range handles[m] {
+				if h != nil {
+					if uerr := h.Unregister(); uerr != nil && err == nil {
+						err = uerr
+					}
+				}
+				if tiles[m][k] != nil {
+					core.Free(rt, tiles[m][k])
+				}
+			}
+		}
+	}()
+	for m := 0; m < nb; m++ {
+		tiles[m] = make([][]T, m+1)
+		handles[m] = make([]*core.Handle, m+1)
+		for k := 0; k <= m; k++ {
+			t, err := core.Malloc[T](rt, bs*bs)
+			if err != nil {
+				return res, err
+			}
+			tiles[m][k] = t
+			for j := 0; j < bs; j++ {
+				for i := 0; i < bs; i++ {
+					t[i+j*bs] = T(element(m*bs+i, k*bs+j, n))
+				}
+			}
+			if handles[m][k], err = core.RegisterMatrix(rt, t, bs, bs, bs); err != nil {
+				return res, err
+			}
+		}
+	}
+	potrfArg := blasarg.PotrfArg{Lower: true}.Encode()
+	trsmArg := blasarg.TrsmArg{Right: true, Lower: true, Trans: true, Alpha: 1}.Encode()
+	syrkArg := blasarg.SyrkArg{Lower: true, Alpha: -1, Beta: 1}.Encode()
+	gemmArg := blasarg.GemmArg{TransB: true, Alpha: -1, Beta: 1}.Encode()
+	submit := func(cl *core.Codelet, arg []byte, prio int, hs ...*core.Handle) error {
+		return rt.Submit(&core.Task{Codelet: cl, Handles: hs, Arg: arg, Priority: prio})
+	}
+	start := time.Now()
+	for k := 0; k < nb; k++ {
+		if err := submit(potrf, potrfArg, 2, handles[k][k]); err != nil {
+			return res, err
+		}
+		for m := k + 1; m < nb; m++ {
+			prio := 0
+			if m == k+1 {
+				prio = 1
+			}
+			if err := submit(trsm, trsmArg, prio, handles[k][k], handles[m][k]); err != nil {
+				return res, err
+			}
+		}
+		for m := k + 1; m < nb; m++ {
+			for j := k + 1; j < m; j++ {
+				if err := submit(gemm, gemmArg, 0, handles[m][k], handles[j][k], handles[m][j]); err != nil {
+					return res, err
+				}
+			}
+			prio := 0
+			if m == k+1 {
+				prio = 1
+			}
+			if err := submit(syrk, syrkArg, prio, handles[m][k], handles[m][m]); err != nil {
+				return res, err
+			}
+		}
+	}
+	if err := rt.WaitForAll(); err != nil {
+		return res, err
+	}
+	res.elapsed = time.Since(start)
+	if !check {
+		return res, nil
+	}
+	for m := range handles {
+		for _, h := range handles[m] {
+			if err := h.Acquire(core.R); err != nil {
+				return res, err
+			}
+		}
+	}
+	res.residual = residual(n, bs, func(i, j int) float64 { return float64(tiles[i/bs][j/bs][i%bs+(j%bs)*bs]) })
+	for m := range handles {
+		for _, h := range handles[m] {
+			if err := h.Release(); err != nil {
+				return res, err
+			}
+		}
+	}
+	var z T
+	res.tolerance = 1e-10
+	if any(z) == any(float32(0)) {
+		res.tolerance = 1e-3
+	}
+	res.verified = res.residual <= res.tolerance && !math.IsNaN(res.residual)
+	return res, nil
+}
+
+// residual checks L against the original matrix A: with a known x, it forms
+// b = A x, solves L L^T z = b, and returns |z - x| / |x| (in double
+// precision, O(n^2), so it stays cheap next to the factorisation).
+func residual(n, bs int, l func(i, j int) float64) float64 {
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = 1 + float64(i%7)/7
+	}
+	b := make([]float64, n)
+	for i := 0; i < n; i++ {
+		var s float64
+		for j := 0; j < n; j++ {
+			s += element(i, j, n) * x[j]
+		}
+		b[i] = s
+	}
+	// L y = b (forward), by columns.
+	y := append([]float64(nil), b...)
+	for j := 0; j < n; j++ {
+		y[j] /= l(j, j)
+		for i := j + 1; i < n; i++ {
+			y[i] -= l(i, j) * y[j]
+		}
+	}
+	// L^T z = y (backward): row i of L^T is column i of L.
+	z := y
+	for i := n - 1; i >= 0; i-- {
+		s := z[i]
+		for k := i + 1; k < n; k++ {
+			s -= l(k, i) * z[k]
+		}
+		z[i] = s / l(i, i)
+	}
+	var num, den float64
+	for i := range x {
+		num += (z[i] - x[i]) * (z[i] - x[i])
+		den += x[i] * x[i]
+	}
+	return math.Sqrt(num / den)
+}

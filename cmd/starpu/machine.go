@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// machine prints what starpu_machine_display prints: the plugins found, the
+// workers and the memory nodes.
+func machine(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("machine", flag.ContinueOnError)
+	var rf runtimeFlags
+	rf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rt, err := rf.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer rt.Shutdown()
+	plugins, err := rt.ProbePlugins(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "plugin directory: %s\n\n", rt.PluginDir())
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLUGIN\tKIND\tVERSION\tSTATUS\tPATH")
+	for _, p := range plugins {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Kind, p.Version, p.Status, p.Path)
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	ws := rt.Workers()
+	fmt.Fprintf(out, "%d workers:\n", len(ws))
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tARCH\tUNIT\tMEMORY NODE\tDRIVER\tPID")
+	for _, w := range ws {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\tdriver-%s\t%d\n", w.ID, w.Arch, w.Unit, w.Node, w.Driver, w.Pid)
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	nodes := rt.MemoryNodes()
+	fmt.Fprintf(out, "%d memory nodes:\n", len(nodes))
+	for _, n := range nodes {
+		fmt.Fprintf(out, "  #%d %s: %s\n", n.ID, n.Kind, n.Description)
+	}
+	return nil
+}

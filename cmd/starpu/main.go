@@ -1,0 +1,89 @@
+// Command starpu is the runtime's command-line tool: it shows the machine as
+// the runtime sees it, runs the demo workloads and the overhead benchmarks.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+)
+
+const usage = `usage: starpu <command> [flags]
+
+commands:
+  machine                  plugins found, workers and memory nodes
+  run vector-scal          scale a vector on the workers and verify it
+  run cholesky             tiled Cholesky factorisation, verified by a residual check
+  bench overhead           per-task overhead: a dependency chain (StarPU's tasks_overhead),
+                           or independent tasks with --independent
+
+Run "starpu <command> -h" for the flags of a command.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "starpu:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "machine":
+		return machine(ctx, args[1:], out)
+	case "run":
+		if len(args) < 2 {
+			return fmt.Errorf("run: which workload? (vector-scal, cholesky)")
+		}
+		switch args[1] {
+		case "vector-scal":
+			return vectorScal(ctx, args[2:], out)
+		case "cholesky":
+			return cholesky(ctx, args[2:], out)
+		}
+		return fmt.Errorf("run: unknown workload %q (vector-scal, cholesky)", args[1])
+	case "bench":
+		if len(args) < 2 || args[1] != "overhead" {
+			return fmt.Errorf("bench: which benchmark? (overhead)")
+		}
+		return overhead(ctx, args[2:], out)
+	case "help", "-h", "--help":
+		fmt.Fprint(out, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+// kv prints the machine-readable last line: "starpu <what> key=value ...".
+func kv(out io.Writer, what string, pairs map[string]any) {
+	keys := make([]string, 0, len(pairs))
+	for k := range pairs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("starpu " + what)
+	for _, k := range keys {
+		v := pairs[k]
+		if f, ok := v.(float64); ok {
+			v = fmt.Sprintf("%.4g", f)
+		}
+		fmt.Fprintf(&b, " %s=%v", k, v)
+	}
+	fmt.Fprintln(out, b.String())
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
+)
+
+// overhead reproduces StarPU's tasks_overhead and async_tasks_overhead:
+// empty tasks, timed from the first submit to the end of wait-for-all.
+//   - 0 buffers: a chain by tags, task i depending on tag i-1, the head
+//     submitted last so that the whole chain unrolls through the runtime;
+//   - B buffers: every task accesses the same B vectors in RW, so implicit
+//     dependencies chain them;
+//   - --independent: N independent tasks.
+func overhead(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench overhead", flag.ContinueOnError)
+	var rf runtimeFlags
+	rf.register(fs)
+	ntasks := fs.Int("tasks", 100000, "number of tasks")
+	nbuffers := fs.Int("buffers", 0, "vector handles every task accesses in RW (0: chain by tags)")
+	independent := fs.Bool("independent", false, "independent tasks instead of a chain (async_tasks_overhead)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *ntasks <= 0 || *nbuffers < 0 {
+		return fmt.Errorf("bench overhead: --tasks must be positive and --buffers non-negative")
+	}
+	if *independent && *nbuffers > 0 {
+		return fmt.Errorf("bench overhead: --independent tasks take no buffers")
+	}
+	rt, err := rf.start(ctx)
+	if err != nil {
+		return err
+	}
+	modes := make([]core.Mode, *nbuffers)
+	handles := make([]*core.Handle, *nbuffers)
+	for i := range handles {
+		modes[i] = core.RW
+		v := make([]float32, 1)
+		if handles[i], err = core.RegisterVector(rt, v); err != nil {
+			rt.Shutdown()
+			return err
+		}
+	}
+	cl := &core.Codelet{Name: "empty", Kernels: map[driver.Arch]string{driver.CPU: blasarg.Empty}, Modes: modes}
+	tasks := make([]core.Task, *ntasks)
+	for i := range tasks {
+		tasks[i] = core.Task{Codelet: cl, Handles: handles}
+	}
+	mode := "chain"
+	var submitTime time.Duration
+	start := time.Now()
+	switch {
+	case *independent:
+		mode = "independent"
+		for i := range tasks {
+			if err = rt.Submit(&tasks[i]); err != nil {
+				break
+			}
+		}
+	case *nbuffers == 0:
+		mode = "tags"
+		for i := 1; i < len(tasks) && err == nil; i++ {
+			rt.DeclareTagDeps(core.TagID(i), core.TagID(i-1))
+			tasks[i].Tag, tasks[i].UseTag = core.TagID(i), true
+			err = rt.Submit(&tasks[i])
+		}
+		if err == nil {
+			tasks[0].Tag, tasks[0].UseTag = 0, true
+			err = rt.Submit(&tasks[0])
+		}
+	default:
+		for i := range tasks {
+			if err = rt.Submit(&tasks[i]); err != nil {
+				break
+			}
+		}
+	}
+	submitTime = time.Since(start)
+	if werr := rt.WaitForAll(); err == nil {
+		err = werr
+	}
+	elapsed := time.Since(start)
+	for _, h := range handles {
+		if uerr := h.Unregister(); uerr != nil && err == nil {
+			err = uerr
+		}
+	}
+	if ferr := rf.finish(rt); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	per := float64(elapsed.Nanoseconds()) / 1e3 / float64(*ntasks)
+	sub := float64(submitTime.Nanoseconds()) / 1e3 / float64(*ntasks)
+	fmt.Fprintf(out, "overhead: %d empty tasks (%s, %d buffers): total %v, per task %.2f us, submit %.2f us\n", *ntasks, mode, *nbuffers, elapsed, per, sub)
+	kv(out, "overhead", map[string]any{"tasks": *ntasks, "buffers": *nbuffers, "mode": mode, "sched": rt.SchedName(),
+		"per_task_us": per, "submit_us": sub})
+	return nil
+}

@@ -1,0 +1,189 @@
+// Package config holds the runtime's configuration: defaults, overlaid by an
+// HCL file (as HashiCorp tools do), overlaid in turn by environment variables
+// that keep StarPU's names (STARPU_SCHED, STARPU_NCPU, ...).
+//
+// The usual entry point is Load:
+//
+//	cfg, err := config.Load(os.Getenv, flagConfigPath)
+//
+// which reads the file named by the explicit path or by STARPU_CONFIG, applies
+// the environment and validates the result.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+)
+
+// Default values of the configuration.
+const (
+	// DefaultSched is the scheduling policy used when none is configured.
+	DefaultSched = "ws"
+	// DefaultNCPU asks for one CPU worker per core.
+	DefaultNCPU = -1
+	// DefaultQueueDepth is how many tasks are handed to one worker ahead.
+	DefaultQueueDepth = 4
+	// DefaultSpinIters is how many polls a waiter makes before sleeping on a
+	// doorbell.
+	DefaultSpinIters = 2000
+	// DefaultLogLevel is the log level used when none is configured.
+	DefaultLogLevel = "warn"
+	// PluginSubdir is the directory, beside the executable, in which plugin
+	// binaries are looked for by default.
+	PluginSubdir = "plugins"
+)
+
+// Bounds on the queue depth.
+const (
+	// MinQueueDepth is the smallest accepted queue depth.
+	MinQueueDepth = 1
+	// MaxQueueDepth is the largest accepted queue depth.
+	MaxQueueDepth = 64
+)
+
+// LogLevels lists the accepted log levels, from the most to the least verbose.
+var LogLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
+
+// Config is the runtime's configuration.
+type Config struct {
+	// PluginDir is where plugin binaries are found. Default: the "plugins"
+	// directory beside the running executable. A relative path from the file
+	// or the environment is kept as written (relative to the working
+	// directory).
+	PluginDir string
+	// Sched is the name of the scheduling policy. Default "ws".
+	Sched string
+	// NCPU is the number of CPU workers; -1 means one per core (the default).
+	NCPU int
+	// QueueDepth is how many tasks are handed to one worker ahead, 1..64
+	// (default 4).
+	QueueDepth int
+	// SpinIters is how many polls a waiter makes before sleeping on a
+	// doorbell, >= 0 (default 2000).
+	SpinIters int
+	// ArenaSize is the size in bytes of the shared-memory arena; 0 means the
+	// caller's default.
+	ArenaSize uint64
+	// LogLevel is one of trace, debug, info, warn, error or off (default
+	// "warn").
+	LogLevel string
+	// Plugins holds the per-plugin configuration blocks, keyed by plugin name
+	// as written in `plugin "driver-cpu" { ... }`.
+	Plugins map[string]Plugin
+}
+
+// Plugin is the configuration of one plugin, from a `plugin "name" { config {
+// ... } }` block.
+type Plugin struct {
+	// Name is the plugin's name, the block's label (for example "sched-ws").
+	Name string
+	// Config holds the attributes of the block's config body. It is never nil
+	// for a plugin decoded from a file.
+	Config base.Config
+}
+
+// Default returns the default configuration. Its PluginDir is the "plugins"
+// directory beside the running executable (or "plugins", relative to the
+// working directory, when the executable cannot be located).
+func Default() *Config {
+	dir := PluginSubdir
+	if exe, err := os.Executable(); err == nil {
+		dir = filepath.Join(filepath.Dir(exe), PluginSubdir)
+	}
+	return &Config{
+		PluginDir:  dir,
+		Sched:      DefaultSched,
+		NCPU:       DefaultNCPU,
+		QueueDepth: DefaultQueueDepth,
+		SpinIters:  DefaultSpinIters,
+		LogLevel:   DefaultLogLevel,
+		Plugins:    map[string]Plugin{},
+	}
+}
+
+// Clone returns a deep copy of c: changing the copy's plugin map or plugin
+// configurations leaves c untouched.
+func (c *Config) Clone() *Config {
+	n := *c
+	n.Plugins = make(map[string]Plugin, len(c.Plugins))
+	for k, p := range c.Plugins {
+		if p.Config != nil {
+			p.Config = maps.Clone(p.Config)
+		}
+		n.Plugins[k] = p
+	}
+	return &n
+}
+
+// Plugin returns the configuration of the named plugin, or an empty one when
+// the configuration has no block for it. The result is never nil.
+func (c *Config) Plugin(name string) base.Config {
+	if p, ok := c.Plugins[name]; ok && p.Config != nil {
+		return p.Config
+	}
+	return base.Config{}
+}
+
+// Validate checks that the configuration is usable: a non-empty plugin
+// directory and scheduler, NCPU >= -1, QueueDepth in 1..64, SpinIters >= 0, a
+// known log level and plugin entries keyed by their names. All problems found
+// are reported together.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.PluginDir == "" {
+		errs = append(errs, errors.New("plugin_dir: must not be empty"))
+	}
+	if strings.TrimSpace(c.Sched) == "" {
+		errs = append(errs, errors.New("sched: must not be empty"))
+	}
+	if c.NCPU < -1 {
+		errs = append(errs, fmt.Errorf("ncpu: %d is invalid (want >= 0, or -1 for one worker per core)", c.NCPU))
+	}
+	if c.QueueDepth < MinQueueDepth || c.QueueDepth > MaxQueueDepth {
+		errs = append(errs, fmt.Errorf("queue_depth: %d is out of range %d..%d", c.QueueDepth, MinQueueDepth, MaxQueueDepth))
+	}
+	if c.SpinIters < 0 {
+		errs = append(errs, fmt.Errorf("spin_iters: %d is invalid (want >= 0)", c.SpinIters))
+	}
+	if !validLogLevel(c.LogLevel) {
+		errs = append(errs, fmt.Errorf("log_level: unknown level %q (want one of %s)", c.LogLevel, strings.Join(LogLevels, ", ")))
+	}
+	for _, k := range sortedKeys(c.Plugins) {
+		p := c.Plugins[k]
+		switch {
+		case k == "":
+			errs = append(errs, errors.New("plugin: empty plugin name"))
+		case p.Name != k:
+			errs = append(errs, fmt.Errorf("plugin %q: entry is named %q", k, p.Name))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+}
+
+func validLogLevel(l string) bool {
+	for _, v := range LogLevels {
+		if l == v {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

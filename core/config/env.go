@@ -1,0 +1,124 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Environment variables read by ApplyEnv and Load. They keep StarPU's names
+// where StarPU has one.
+const (
+	EnvConfig     = "STARPU_CONFIG"      // configuration file path (Load)
+	EnvSched      = "STARPU_SCHED"       // scheduling policy name
+	EnvNCPU       = "STARPU_NCPU"        // CPU workers: integer >= 0, or -1
+	EnvPluginDir  = "STARPU_PLUGIN_DIR"  // plugin directory
+	EnvQueueDepth = "STARPU_QUEUE_DEPTH" // tasks handed to a worker ahead, 1..64
+	EnvSpinIters  = "STARPU_SPIN_ITERS"  // polls before sleeping, >= 0
+	EnvArenaSize  = "STARPU_ARENA_SIZE"  // arena size, see ParseSize
+	EnvLogLevel   = "STARPU_LOG_LEVEL"   // trace|debug|info|warn|error|off
+)
+
+// ApplyEnv overrides c's values with those of the StarPU environment
+// variables (EnvSched, EnvNCPU, ...). A variable that is unset or empty leaves
+// the value alone. A malformed value is an error naming the variable and the
+// value; all such errors are reported together and c is then left unchanged.
+// A nil getenv means os.Getenv.
+func (c *Config) ApplyEnv(getenv func(string) string) error {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	n := *c
+	var errs []error
+	bad := func(name, val, why string) {
+		errs = append(errs, fmt.Errorf("environment variable %s=%q: %s", name, val, why))
+	}
+	lookup := func(name string) (string, bool) {
+		v := strings.TrimSpace(getenv(name))
+		return v, v != ""
+	}
+	integer := func(name string, dst *int, min, max int, want string) {
+		raw := getenv(name)
+		v, ok := lookup(name)
+		if !ok {
+			return
+		}
+		i, err := strconv.Atoi(v)
+		if err != nil || i < min || i > max {
+			bad(name, raw, "want "+want)
+			return
+		}
+		*dst = i
+	}
+
+	if v, ok := lookup(EnvSched); ok {
+		n.Sched = v
+	}
+	if v, ok := lookup(EnvPluginDir); ok {
+		n.PluginDir = v
+	}
+	integer(EnvNCPU, &n.NCPU, -1, int(^uint(0)>>1), "an integer >= 0, or -1 for one worker per core")
+	integer(EnvQueueDepth, &n.QueueDepth, MinQueueDepth, MaxQueueDepth,
+		fmt.Sprintf("an integer in %d..%d", MinQueueDepth, MaxQueueDepth))
+	integer(EnvSpinIters, &n.SpinIters, 0, int(^uint(0)>>1), "an integer >= 0")
+	if v, ok := lookup(EnvArenaSize); ok {
+		if sz, err := ParseSize(v); err != nil {
+			bad(EnvArenaSize, getenv(EnvArenaSize), err.Error())
+		} else {
+			n.ArenaSize = sz
+		}
+	}
+	if v, ok := lookup(EnvLogLevel); ok {
+		if l := strings.ToLower(v); validLogLevel(l) {
+			n.LogLevel = l
+		} else {
+			bad(EnvLogLevel, getenv(EnvLogLevel), "want one of "+strings.Join(LogLevels, ", "))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	*c = n
+	return nil
+}
+
+// Load builds the runtime's configuration: Default(), overlaid by the
+// configuration file (explicitPath if non-empty, else the file named by
+// STARPU_CONFIG, else none), overlaid by the environment (ApplyEnv), then
+// validated. A nil getenv means os.Getenv.
+func Load(getenv func(string) string, explicitPath string) (*Config, error) {
+	return LoadWithDefaults(Default(), getenv, explicitPath)
+}
+
+// LoadWithDefaults is Load starting from defaults instead of Default(), for a
+// caller with defaults of its own (another plugin directory, say). defaults is
+// not modified; nil means Default().
+func LoadWithDefaults(defaults *Config, getenv func(string) string, explicitPath string) (*Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var c *Config
+	if defaults == nil {
+		c = Default()
+	} else {
+		c = defaults.Clone()
+	}
+	path := explicitPath
+	if path == "" {
+		path = strings.TrimSpace(getenv(EnvConfig))
+	}
+	if path != "" {
+		if err := c.DecodeFile(path); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.ApplyEnv(getenv); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,356 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"os"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	hcljson "github.com/hashicorp/hcl/v2/json"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+)
+
+// fileSchema is the top level of a configuration file.
+var fileSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "plugin_dir"},
+		{Name: "sched"},
+		{Name: "ncpu"},
+		{Name: "queue_depth"},
+		{Name: "spin_iters"},
+		{Name: "arena_size"},
+		{Name: "log_level"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "plugin", LabelNames: []string{"name"}},
+	},
+}
+
+// pluginSchema is the body of a `plugin "name" { ... }` block.
+var pluginSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "config"}},
+}
+
+// LoadFile reads the HCL configuration file at path and returns Default()
+// overlaid by it. A file whose name ends in ".json" is read as HCL's JSON
+// syntax. Errors are prefixed with "config file <path>: " and carry HCL's
+// diagnostics with file:line:col positions.
+func LoadFile(path string) (*Config, error) {
+	c := Default()
+	if err := c.DecodeFile(path); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Parse parses src, the contents of an HCL configuration file named filename
+// (used in positions and messages only), and returns Default() overlaid by
+// it. Errors are prefixed with "config file <filename>: ".
+func Parse(src []byte, filename string) (*Config, error) {
+	c := Default()
+	if err := c.Decode(src, filename); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DecodeFile reads the configuration file at path and overlays it on c, as
+// LoadFile does on Default(). Use it to start from defaults of one's own. On
+// error c is left unchanged.
+func (c *Config) DecodeFile(path string) error {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return c.Decode(src, path)
+}
+
+// Decode overlays the configuration file contents src (named filename) on c:
+// attributes present in the file replace c's values and each plugin block
+// replaces c's entry of the same name. On error c is left unchanged.
+func (c *Config) Decode(src []byte, filename string) error {
+	n := c.Clone()
+	if diags := n.decode(src, filename); diags.HasErrors() {
+		return fmt.Errorf("config file %s: %w", filename, diagError{diags})
+	}
+	*c = *n
+	return nil
+}
+
+func (c *Config) decode(src []byte, filename string) hcl.Diagnostics {
+	var (
+		file  *hcl.File
+		diags hcl.Diagnostics
+	)
+	if strings.HasSuffix(strings.ToLower(filename), ".json") {
+		file, diags = hcljson.Parse(src, filename)
+	} else {
+		file, diags = hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	}
+	if diags.HasErrors() {
+		return diags
+	}
+	content, cdiags := file.Body.Content(fileSchema)
+	diags = append(diags, cdiags...)
+
+	// Attributes, in schema order so that diagnostics come out the same way
+	// every time.
+	for _, as := range fileSchema.Attributes {
+		attr, ok := content.Attributes[as.Name]
+		if !ok {
+			continue
+		}
+		val, vdiags := attr.Expr.Value(nil)
+		diags = append(diags, vdiags...)
+		if vdiags.HasErrors() {
+			continue
+		}
+		var d *hcl.Diagnostic
+		switch as.Name {
+		case "plugin_dir":
+			c.PluginDir, d = nonEmptyAttr(attr, val)
+		case "sched":
+			c.Sched, d = nonEmptyAttr(attr, val)
+		case "log_level":
+			var s string
+			if s, d = stringAttr(attr, val); d == nil {
+				s = strings.ToLower(s)
+				if validLogLevel(s) {
+					c.LogLevel = s
+				} else {
+					d = invalid(attr, fmt.Sprintf("Unknown log level %q; want one of %s.", s, strings.Join(LogLevels, ", ")))
+				}
+			}
+		case "ncpu":
+			c.NCPU, d = intAttr(attr, val, -1, math.MaxInt, "an integer >= 0, or -1 for one worker per core")
+		case "queue_depth":
+			c.QueueDepth, d = intAttr(attr, val, MinQueueDepth, MaxQueueDepth,
+				fmt.Sprintf("an integer in %d..%d", MinQueueDepth, MaxQueueDepth))
+		case "spin_iters":
+			c.SpinIters, d = intAttr(attr, val, 0, math.MaxInt, "an integer >= 0")
+		case "arena_size":
+			c.ArenaSize, d = sizeAttr(attr, val)
+		}
+		if d != nil {
+			diags = append(diags, d)
+		}
+	}
+
+	// Plugin blocks.
+	seen := map[string]*hcl.Block{}
+	for _, blk := range content.Blocks {
+		name := blk.Labels[0]
+		if name == "" {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Empty plugin name",
+				Detail:   `A plugin block's label must name the plugin, as in plugin "sched-ws" { ... }.`,
+				Subject:  blk.LabelRanges[0].Ptr(),
+			})
+			continue
+		}
+		if prev, dup := seen[name]; dup {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Duplicate plugin block",
+				Detail:   fmt.Sprintf("A plugin block for %q was already defined at %s. Merge the two blocks.", name, rangePos(prev.DefRange)),
+				Subject:  blk.DefRange.Ptr(),
+			})
+			continue
+		}
+		seen[name] = blk
+		pc, pdiags := decodePlugin(blk)
+		diags = append(diags, pdiags...)
+		if !pdiags.HasErrors() {
+			c.Plugins[name] = Plugin{Name: name, Config: pc}
+		}
+	}
+	return diags
+}
+
+// decodePlugin decodes the body of one plugin block: at most one config block
+// of free-form scalar attributes.
+func decodePlugin(blk *hcl.Block) (base.Config, hcl.Diagnostics) {
+	content, diags := blk.Body.Content(pluginSchema)
+	cfg := base.Config{}
+	var first *hcl.Block
+	for _, cb := range content.Blocks {
+		if first != nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Duplicate config block",
+				Detail:   fmt.Sprintf("Plugin %q already has a config block at %s.", blk.Labels[0], rangePos(first.DefRange)),
+				Subject:  cb.DefRange.Ptr(),
+			})
+			continue
+		}
+		first = cb
+		attrs, adiags := cb.Body.JustAttributes()
+		diags = append(diags, adiags...)
+		for _, name := range sortedKeys(attrs) {
+			attr := attrs[name]
+			val, vdiags := attr.Expr.Value(nil)
+			diags = append(diags, vdiags...)
+			if vdiags.HasErrors() {
+				continue
+			}
+			v, d := scalar(attr, val)
+			if d != nil {
+				diags = append(diags, d)
+				continue
+			}
+			cfg[name] = v
+		}
+	}
+	return cfg, diags
+}
+
+// scalar converts a plugin config value to the Go type base.Config holds.
+func scalar(attr *hcl.Attribute, val cty.Value) (any, *hcl.Diagnostic) {
+	if d := known(attr, val); d != nil {
+		return nil, d
+	}
+	switch val.Type() {
+	case cty.String:
+		return val.AsString(), nil
+	case cty.Bool:
+		return val.True(), nil
+	case cty.Number:
+		bf := val.AsBigFloat()
+		if bf.IsInt() {
+			if i, acc := bf.Int64(); acc == big.Exact {
+				return i, nil
+			}
+		}
+		f, _ := bf.Float64()
+		return f, nil
+	}
+	return nil, badType(attr, val, "a string, number or bool")
+}
+
+func stringAttr(attr *hcl.Attribute, val cty.Value) (string, *hcl.Diagnostic) {
+	if d := known(attr, val); d != nil {
+		return "", d
+	}
+	if val.Type() != cty.String {
+		return "", badType(attr, val, "a string")
+	}
+	return val.AsString(), nil
+}
+
+func nonEmptyAttr(attr *hcl.Attribute, val cty.Value) (string, *hcl.Diagnostic) {
+	s, d := stringAttr(attr, val)
+	if d == nil && strings.TrimSpace(s) == "" {
+		return "", invalid(attr, "The value must not be empty.")
+	}
+	return s, d
+}
+
+func intAttr(attr *hcl.Attribute, val cty.Value, min, max int, want string) (int, *hcl.Diagnostic) {
+	if d := known(attr, val); d != nil {
+		return 0, d
+	}
+	if val.Type() != cty.Number {
+		return 0, badType(attr, val, "a whole number")
+	}
+	bf := val.AsBigFloat()
+	i, acc := bf.Int64()
+	if !bf.IsInt() || acc != big.Exact || i < int64(min) || i > int64(max) {
+		return 0, invalid(attr, fmt.Sprintf("%s is out of range: want %s.", bf.Text('g', -1), want))
+	}
+	return int(i), nil
+}
+
+func sizeAttr(attr *hcl.Attribute, val cty.Value) (uint64, *hcl.Diagnostic) {
+	if d := known(attr, val); d != nil {
+		return 0, d
+	}
+	bad := func(detail string) *hcl.Diagnostic { return invalid(attr, detail) }
+	switch val.Type() {
+	case cty.String:
+		n, err := ParseSize(val.AsString())
+		if err != nil {
+			return 0, bad(err.Error() + ".")
+		}
+		return n, nil
+	case cty.Number:
+		bf := val.AsBigFloat()
+		n, acc := bf.Uint64()
+		if !bf.IsInt() || acc != big.Exact {
+			return 0, bad(fmt.Sprintf("%s is not a whole, non-negative number of bytes that fits in 64 bits.", bf.Text('g', -1)))
+		}
+		return n, nil
+	}
+	return 0, badType(attr, val, `a size such as "8GiB" or a number of bytes`)
+}
+
+// known rejects null values (unknown ones cannot occur without variables).
+func known(attr *hcl.Attribute, val cty.Value) *hcl.Diagnostic {
+	if val.IsNull() {
+		return invalid(attr, "The value must not be null.")
+	}
+	if !val.IsWhollyKnown() {
+		return invalid(attr, "The value must be known when the file is read.")
+	}
+	return nil
+}
+
+// invalid reports a value of the right type that is not acceptable.
+func invalid(attr *hcl.Attribute, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity:   hcl.DiagError,
+		Summary:    fmt.Sprintf("Invalid value for %q", attr.Name),
+		Detail:     detail,
+		Subject:    attr.Expr.Range().Ptr(),
+		Expression: attr.Expr,
+	}
+}
+
+func badType(attr *hcl.Attribute, val cty.Value, want string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity:   hcl.DiagError,
+		Summary:    fmt.Sprintf("Incorrect type for %q", attr.Name),
+		Detail:     fmt.Sprintf("Attribute %q at %s must be %s, not %s.", attr.Name, rangePos(attr.Expr.Range()), want, val.Type().FriendlyName()),
+		Subject:    attr.Expr.Range().Ptr(),
+		Expression: attr.Expr,
+	}
+}
+
+// rangePos formats the start of r as file:line:col.
+func rangePos(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+}
+
+// diagError renders every error diagnostic as "file:line:col: summary; detail",
+// one per line. It unwraps to the hcl.Diagnostics, so that callers wanting
+// the structured form can use errors.As.
+type diagError struct{ diags hcl.Diagnostics }
+
+func (e diagError) Error() string {
+	var b strings.Builder
+	for _, d := range e.diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		if d.Subject != nil {
+			b.WriteString(rangePos(*d.Subject))
+			b.WriteString(": ")
+		}
+		b.WriteString(d.Summary)
+		if d.Detail != "" {
+			b.WriteString("; ")
+			b.WriteString(d.Detail)
+		}
+	}
+	return b.String()
+}
+
+func (e diagError) Unwrap() error { return e.diags }

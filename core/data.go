@@ -1,0 +1,357 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+)
+
+// Elem is an element type a handle can hold.
+type Elem interface {
+	~int8 | ~uint8 | ~int16 | ~uint16 | ~int32 | ~uint32 | ~int64 | ~uint64 |
+		~float32 | ~float64 | ~complex64 | ~complex128
+}
+
+// Handle is a piece of data registered with the runtime. Its replicate on the
+// RAM memory node lives in the shared-memory arena, where drivers read and
+// write it in place. Data registered from ordinary Go memory keeps that memory
+// as its home: the runtime copies it into the arena at registration and back
+// on Acquire and Unregister. Data allocated with Malloc lives in the arena
+// already and is never copied.
+type Handle struct {
+	rt     *Runtime
+	id     uint64
+	layout kernel.Layout
+	span   base.Span // the RAM-node replicate
+	owned  bool      // span was allocated for this handle
+
+	// home is the application's memory when it is not in the arena.
+	home []byte
+
+	mu        sync.Mutex
+	homeValid bool
+	// Sequential consistency: the last writer and the readers since.
+	lastWriter *job
+	readers    []*job
+	held       []*acquisition
+
+	unregistered atomic.Bool
+}
+
+func (h *Handle) String() string {
+	return fmt.Sprintf("%s handle #%d", h.layout.Interface, h.id)
+}
+
+// Layout returns the handle's shape.
+func (h *Handle) Layout() kernel.Layout { return h.layout }
+
+// depend records j's access to h and makes j wait for the conflicting
+// accesses before it: readers wait for the last writer, a writer waits for
+// the readers since the last writer (or for it, when there are none).
+func (h *Handle) depend(j *job, mode Mode) {
+	h.mu.Lock()
+	if mode&W == 0 {
+		addDep(h.lastWriter, j)
+		if len(h.readers) >= 64 {
+			h.readers = pruneReleased(h.readers)
+		}
+		h.readers = append(h.readers, j)
+	} else {
+		if len(h.readers) > 0 {
+			for _, r := range h.readers {
+				addDep(r, j)
+			}
+		} else {
+			addDep(h.lastWriter, j)
+		}
+		clear(h.readers)
+		h.readers = h.readers[:0]
+		h.lastWriter = j
+	}
+	h.mu.Unlock()
+}
+
+func pruneReleased(js []*job) []*job {
+	out := js[:0]
+	for _, j := range js {
+		j.mu.Lock()
+		r := j.released
+		j.mu.Unlock()
+		if !r {
+			out = append(out, j)
+		}
+	}
+	clear(js[len(out):])
+	return out
+}
+
+func (rt *Runtime) register(l kernel.Layout, data unsafe.Pointer, nbytes uint64) (*Handle, error) {
+	if err := rt.usable(); err != nil {
+		return nil, err
+	}
+	h := &Handle{rt: rt, id: rt.nextHandle.Add(1), layout: l, homeValid: true}
+	need := l.Len()
+	if nbytes < need {
+		return nil, fmt.Errorf("%w: %s needs %d bytes, the buffer has %d", ErrInvalidData, l.Interface, need, nbytes)
+	}
+	if data != nil && need > 0 {
+		if off, ok := arenaOffset(rt.arena, data); ok {
+			h.span = base.Span{Offset: off, Size: need}
+		} else {
+			s, err := rt.arena.Alloc(need)
+			if err != nil {
+				return nil, fmt.Errorf("register %s: %w", l.Interface, err)
+			}
+			h.span, h.owned = s, true
+			h.home = unsafe.Slice((*byte)(data), need)
+			copy(rt.arena.Bytes(s), h.home)
+		}
+	}
+	rt.handlesMu.Lock()
+	rt.handles[h] = struct{}{}
+	rt.handlesMu.Unlock()
+	return h, nil
+}
+
+// arenaOffset tells whether p points into the arena's heap, and where.
+func arenaOffset(a *shm.Arena, p unsafe.Pointer) (uint64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	all := a.Bytes(base.Span{Offset: 0, Size: a.Size()})
+	lo := uintptr(unsafe.Pointer(&all[0]))
+	q := uintptr(p)
+	if q < lo+uintptr(a.ControlSize()) || q >= lo+uintptr(len(all)) {
+		return 0, false
+	}
+	return uint64(q - lo), true
+}
+
+func elemSize[T Elem]() uint32 {
+	var z T
+	return uint32(unsafe.Sizeof(z))
+}
+
+func sliceBytes[T Elem](s []T) (unsafe.Pointer, uint64) {
+	if len(s) == 0 {
+		return nil, 0
+	}
+	return unsafe.Pointer(&s[0]), uint64(len(s)) * uint64(elemSize[T]())
+}
+
+// RegisterVoid registers a handle without data, used only to order tasks.
+func (rt *Runtime) RegisterVoid() (*Handle, error) {
+	return rt.register(kernel.Layout{Interface: kernel.Void}, nil, 0)
+}
+
+// RegisterVariable registers one value.
+func RegisterVariable[T Elem](rt *Runtime, p *T) (*Handle, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: variable: nil pointer", ErrInvalidData)
+	}
+	es := elemSize[T]()
+	return rt.register(kernel.Layout{Interface: kernel.Variable, ElemSize: es, NX: 1}, unsafe.Pointer(p), uint64(es))
+}
+
+// RegisterVector registers a vector.
+func RegisterVector[T Elem](rt *Runtime, v []T) (*Handle, error) {
+	if len(v) == 0 {
+		return nil, fmt.Errorf("%w: vector: empty slice", ErrInvalidData)
+	}
+	p, n := sliceBytes(v)
+	return rt.register(kernel.Layout{Interface: kernel.Vector, ElemSize: elemSize[T](), NX: uint64(len(v))}, p, n)
+}
+
+// RegisterMatrix registers an nx-by-ny matrix stored with leading dimension
+// ld: element (i, j) is m[i+j*ld], so nx is the contiguous dimension (the
+// rows of a column-major matrix).
+func RegisterMatrix[T Elem](rt *Runtime, m []T, ld, nx, ny int) (*Handle, error) {
+	if nx <= 0 || ny <= 0 {
+		return nil, fmt.Errorf("%w: matrix: nx = %d, ny = %d: must be positive", ErrInvalidData, nx, ny)
+	}
+	if ld < nx {
+		return nil, fmt.Errorf("%w: matrix: ld = %d is less than nx = %d", ErrInvalidData, ld, nx)
+	}
+	p, n := sliceBytes(m)
+	return rt.register(kernel.Layout{Interface: kernel.Matrix, ElemSize: elemSize[T](), NX: uint64(nx), NY: uint64(ny), LD: uint64(ld)}, p, n)
+}
+
+// RegisterBlock registers an nx-by-ny-by-nz block: element (i, j, k) is
+// b[i+j*ld+k*ldz].
+func RegisterBlock[T Elem](rt *Runtime, b []T, ld, ldz, nx, ny, nz int) (*Handle, error) {
+	if nx <= 0 || ny <= 0 || nz <= 0 {
+		return nil, fmt.Errorf("%w: block: nx = %d, ny = %d, nz = %d: must be positive", ErrInvalidData, nx, ny, nz)
+	}
+	if ld < nx {
+		return nil, fmt.Errorf("%w: block: ld = %d is less than nx = %d", ErrInvalidData, ld, nx)
+	}
+	if ldz < ld*ny {
+		return nil, fmt.Errorf("%w: block: ldz = %d is less than ld*ny = %d", ErrInvalidData, ldz, ld*ny)
+	}
+	p, n := sliceBytes(b)
+	return rt.register(kernel.Layout{Interface: kernel.Block, ElemSize: elemSize[T](), NX: uint64(nx), NY: uint64(ny), NZ: uint64(nz), LD: uint64(ld), LDZ: uint64(ldz)}, p, n)
+}
+
+// Malloc allocates n elements in the shared-memory arena. Data registered
+// from such memory is used in place by the drivers, with no copy. Release it
+// with Free once no registered handle uses it.
+func Malloc[T Elem](rt *Runtime, n int) ([]T, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: malloc of %d elements", ErrInvalidData, n)
+	}
+	s, err := rt.arena.Alloc(uint64(n) * uint64(elemSize[T]()))
+	if err != nil {
+		return nil, fmt.Errorf("malloc: %w", err)
+	}
+	b := rt.arena.Bytes(s)
+	clear(b)
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), nil
+}
+
+// Free releases memory from Malloc.
+func Free[T Elem](rt *Runtime, s []T) error {
+	p, n := sliceBytes(s)
+	off, ok := arenaOffset(rt.arena, p)
+	if !ok {
+		return fmt.Errorf("%w: free: memory was not allocated with Malloc", ErrInvalidData)
+	}
+	return rt.arena.Free(base.Span{Offset: off, Size: n})
+}
+
+// acquisition is an application's hold on a handle, ordered with the tasks
+// like a task accessing it in the same mode.
+type acquisition struct {
+	h       *Handle
+	mode    Mode
+	job     *job
+	granted chan struct{}
+}
+
+func (a *acquisition) grant() { close(a.granted) }
+
+// Acquire gives the application access to the data in mode m, after the
+// tasks submitted before that conflict with it; tasks submitted after wait
+// for Release. For data registered from Go memory, the registered memory
+// holds the current value once Acquire returns.
+func (h *Handle) Acquire(m Mode) error {
+	if !validMode(m) {
+		return fmt.Errorf("%w: acquire with mode %v", ErrInvalidTask, m)
+	}
+	if h.unregistered.Load() {
+		return fmt.Errorf("acquire %s: %w", h, ErrUnregistered)
+	}
+	a := h.acquireAsync(m)
+	<-a.granted
+	h.mu.Lock()
+	if h.home != nil && !h.homeValid {
+		copy(h.home, h.rt.arena.Bytes(h.span))
+		h.homeValid = true
+	}
+	h.held = append(h.held, a)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *Handle) acquireAsync(m Mode) *acquisition {
+	j := h.rt.newJob()
+	a := &acquisition{h: h, mode: m, job: j, granted: make(chan struct{})}
+	j.acquire = a
+	h.depend(j, m)
+	if j.ndeps.Add(-1) == 0 {
+		h.rt.ready(j, -1)
+	}
+	return a
+}
+
+// Release ends the application's oldest hold on the handle. Changes made to
+// Go-registered memory under a writing hold become visible to later tasks.
+func (h *Handle) Release() error {
+	h.mu.Lock()
+	if len(h.held) == 0 {
+		h.mu.Unlock()
+		return fmt.Errorf("release %s: not acquired", h)
+	}
+	a := h.held[0]
+	h.held = h.held[1:]
+	if a.mode&W != 0 && h.home != nil {
+		copy(h.rt.arena.Bytes(h.span), h.home)
+	}
+	h.mu.Unlock()
+	h.rt.complete(a.job, -1, nil)
+	return nil
+}
+
+// Unregister waits for the tasks using the handle, writes the current value
+// back to the registered Go memory, and frees the runtime's copy. The handle
+// cannot be used afterwards.
+func (h *Handle) Unregister() error {
+	if h.unregistered.Load() {
+		return fmt.Errorf("unregister %s: %w", h, ErrUnregistered)
+	}
+	h.mu.Lock()
+	held := len(h.held)
+	h.mu.Unlock()
+	if held > 0 {
+		return fmt.Errorf("unregister %s: still acquired by the application; release it first", h)
+	}
+	if err := h.Acquire(RW); err != nil {
+		return err
+	}
+	if !h.unregistered.CompareAndSwap(false, true) {
+		return fmt.Errorf("unregister %s: %w", h, ErrUnregistered)
+	}
+	h.mu.Lock()
+	a := h.held[0]
+	h.held = nil
+	h.mu.Unlock()
+	h.rt.complete(a.job, -1, nil)
+	return h.rt.forget(h)
+}
+
+// forget frees the handle's replicate and drops it from the runtime.
+func (rt *Runtime) forget(h *Handle) error {
+	rt.handlesMu.Lock()
+	delete(rt.handles, h)
+	rt.handlesMu.Unlock()
+	h.mu.Lock()
+	h.lastWriter, h.readers = nil, nil
+	h.mu.Unlock()
+	if h.owned {
+		if err := rt.arena.Free(h.span); err != nil {
+			return fmt.Errorf("unregister %s: %w", h, err)
+		}
+	}
+	return nil
+}
+
+// unregisterAll writes back every handle still registered, at shutdown, so
+// that no registered data is lost.
+func (rt *Runtime) unregisterAll() error {
+	rt.handlesMu.Lock()
+	hs := make([]*Handle, 0, len(rt.handles))
+	for h := range rt.handles {
+		hs = append(hs, h)
+	}
+	rt.handlesMu.Unlock()
+	var errs []error
+	for _, h := range hs {
+		h.mu.Lock()
+		h.held = nil
+		if h.home != nil && !h.homeValid {
+			copy(h.home, rt.arena.Bytes(h.span))
+			h.homeValid = true
+		}
+		h.mu.Unlock()
+		h.unregistered.Store(true)
+		if err := rt.forget(h); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

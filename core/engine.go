@@ -1,0 +1,387 @@
+package core
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+	"github.com/starpu-go/starpu/pluginapi/wire"
+)
+
+// Ring capacities. The dispatch and completion rings never fill: the
+// scheduler hands a worker at most QueueDepth tasks at a time. The events
+// ring may fill when the application submits faster than the policy
+// decides; submit then waits.
+const (
+	maxWorkers         = 128
+	eventsRingCap      = 1 << 20
+	decisionsRingCap   = 1 << 18
+	dispatchRingCap    = 1 << 17
+	completionRingCap  = 1 << 16
+	livenessCheckEvery = 50 * time.Millisecond
+)
+
+func controlBytes(workers int) uint64 {
+	n := shm.RingBytes(eventsRingCap) + shm.RingBytes(decisionsRingCap) + 2*shm.BellSize
+	n += uint64(workers) * (shm.RingBytes(dispatchRingCap) + shm.RingBytes(completionRingCap) + shm.BellSize)
+	return n + 64*1024
+}
+
+func defaultArenaSize() uint64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err == nil && si.Totalram > 0 {
+		return uint64(si.Totalram) * uint64(si.Unit)
+	}
+	return 8 << 30
+}
+
+// workerState is the core's side of one worker.
+type workerState struct {
+	id         int
+	drv        *driverInst
+	driverIdx  int
+	spec       driver.WorkerSpec
+	dispatch   *shm.Ring
+	completion *shm.Ring
+	bell       *shm.Bell
+	mustRing   bool // the engine posted tasks since it last rang the bell
+}
+
+// engine moves tasks between the core, the scheduler and the workers: the
+// application's goroutines push ready tasks to the scheduler; one engine
+// goroutine turns decisions into dispatches and completions into
+// dependency releases.
+type engine struct {
+	rt         *Runtime
+	events     *shm.Ring
+	decisions  *shm.Ring
+	schedBell  *shm.Bell
+	coreBell   *shm.Bell
+	schedRings sched.RingRefs
+	schedMu    sync.Mutex // the events ring has many producers in this process
+
+	jobsMu sync.Mutex
+	jobs   map[uint64]*job // pushed to the scheduler, not yet completed
+
+	spin      int
+	started   bool
+	stopping  atomic.Bool
+	done      chan struct{}
+	lastCheck time.Time
+}
+
+func newEngine(rt *Runtime) (*engine, error) {
+	e := &engine{rt: rt, jobs: map[uint64]*job{}, spin: rt.cfg.SpinIters, done: make(chan struct{})}
+	var err error
+	if e.events, e.schedRings.Events, err = carveRing(rt.arena, eventsRingCap); err != nil {
+		return nil, fmt.Errorf("scheduler events ring: %w", err)
+	}
+	if e.decisions, e.schedRings.Decisions, err = carveRing(rt.arena, decisionsRingCap); err != nil {
+		return nil, fmt.Errorf("scheduler decisions ring: %w", err)
+	}
+	if e.schedBell, e.schedRings.Bell, err = carveBell(rt.arena); err != nil {
+		return nil, err
+	}
+	if e.coreBell, e.schedRings.CoreBell, err = carveBell(rt.arena); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func carveRing(a *shm.Arena, capacity uint64) (*shm.Ring, base.Span, error) {
+	s, err := a.Carve(shm.RingBytes(capacity), 64)
+	if err != nil {
+		return nil, s, err
+	}
+	r, err := shm.InitRing(a.Bytes(s))
+	return r, s, err
+}
+
+func carveBell(a *shm.Arena) (*shm.Bell, uint64, error) {
+	s, err := a.Carve(shm.BellSize, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("doorbell: %w", err)
+	}
+	return a.Bell(s.Offset), s.Offset, nil
+}
+
+func (e *engine) addWorker(d *driverInst, unit int) (*workerState, error) {
+	rt := e.rt
+	w := &workerState{id: len(rt.workers), drv: d, driverIdx: -1}
+	for i, di := range rt.drivers {
+		if di == d {
+			w.driverIdx = i
+		}
+	}
+	var err error
+	w.spec = driver.WorkerSpec{ID: w.id, Unit: unit, CoreBell: e.schedRings.CoreBell}
+	if w.dispatch, w.spec.Dispatch, err = carveRing(rt.arena, dispatchRingCap); err != nil {
+		return nil, fmt.Errorf("worker %d dispatch ring: %w", w.id, err)
+	}
+	if w.completion, w.spec.Completion, err = carveRing(rt.arena, completionRingCap); err != nil {
+		return nil, fmt.Errorf("worker %d completion ring: %w", w.id, err)
+	}
+	if w.bell, w.spec.Bell, err = carveBell(rt.arena); err != nil {
+		return nil, err
+	}
+	rt.maxExec = shm.MaxMessage(w.dispatch)
+	rt.workers = append(rt.workers, w)
+	d.workers = append(d.workers, w)
+	return w, nil
+}
+
+func (e *engine) start() {
+	e.started = true
+	e.lastCheck = time.Now()
+	go e.loop()
+}
+
+func (e *engine) stop() {
+	if !e.started {
+		return
+	}
+	if e.stopping.CompareAndSwap(false, true) {
+		e.coreBell.Ring()
+		<-e.done
+	}
+}
+
+// push hands a ready task to the scheduler.
+func (e *engine) push(j *job, releasedBy int32) {
+	if p := e.rt.broken.Load(); p != nil {
+		e.rt.complete(j, -1, *p)
+		return
+	}
+	e.jobsMu.Lock()
+	e.jobs[j.id] = j
+	e.jobsMu.Unlock()
+	p := wire.Push{ID: j.id, Priority: int32(j.task.Priority), ArchMask: j.cl.archMask, Worker: -1, ReleasedBy: releasedBy, Codelet: j.cl.id}
+	e.schedMu.Lock()
+	b, err := e.events.ReserveWait(wire.PushSize, e.schedAlive)
+	if err == nil {
+		p.Encode(b)
+		e.events.Commit()
+	}
+	e.schedMu.Unlock()
+	if err != nil {
+		e.untrack(j.id)
+		e.rt.complete(j, -1, fmt.Errorf("push task to scheduler: %w", err))
+		return
+	}
+	e.schedBell.Ring()
+}
+
+func (rt *Runtime) push(j *job, releasedBy int32) { rt.engine.push(j, releasedBy) }
+
+func (e *engine) schedAlive() bool {
+	return !e.stopping.Load() && e.rt.broken.Load() == nil && (e.rt.schedP == nil || !e.rt.schedP.Exited())
+}
+
+func (e *engine) untrack(id uint64) *job {
+	e.jobsMu.Lock()
+	j := e.jobs[id]
+	delete(e.jobs, id)
+	e.jobsMu.Unlock()
+	return j
+}
+
+func (e *engine) lookup(id uint64) *job {
+	e.jobsMu.Lock()
+	j := e.jobs[id]
+	e.jobsMu.Unlock()
+	return j
+}
+
+func (e *engine) hasWork() bool {
+	if !e.decisions.Empty() || e.stopping.Load() {
+		return true
+	}
+	for _, w := range e.rt.workers {
+		if !w.completion.Empty() {
+			return true
+		}
+	}
+	return false
+}
+
+// loop is the engine's goroutine.
+func (e *engine) loop() {
+	runtime.LockOSThread()
+	defer close(e.done)
+	for !e.stopping.Load() {
+		e.coreBell.Wait(e.hasWork, e.spin, livenessCheckEvery)
+		e.drainDecisions()
+		e.drainCompletions()
+		if time.Since(e.lastCheck) >= livenessCheckEvery {
+			e.checkPlugins()
+		}
+	}
+}
+
+func (e *engine) drainDecisions() {
+	var a wire.Assign
+	for msg := e.decisions.Peek(); msg != nil; msg = e.decisions.Peek() {
+		if wire.Type(msg) != wire.TypeAssign || a.Decode(msg) != nil {
+			e.rt.log.Error("scheduler sent a malformed decision", "type", wire.Type(msg), "len", len(msg))
+			e.decisions.Release()
+			continue
+		}
+		e.decisions.Release()
+		e.dispatch(int(a.Worker), a.ID)
+	}
+	for _, w := range e.rt.workers {
+		if w.mustRing {
+			w.mustRing = false
+			w.bell.Ring()
+		}
+	}
+}
+
+// dispatch sends task id to worker wid.
+func (e *engine) dispatch(wid int, id uint64) {
+	j := e.lookup(id)
+	if j == nil {
+		e.rt.log.Error("scheduler assigned an unknown task", "task", id, "worker", wid)
+		return
+	}
+	if wid < 0 || wid >= len(e.rt.workers) {
+		e.fail(j, wid, fmt.Errorf("scheduler assigned task to worker %d, which does not exist", wid))
+		return
+	}
+	w := e.rt.workers[wid]
+	j.worker = int32(wid)
+	if w.drv.dead.Load() {
+		e.fail(j, wid, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, wid, j.name()))
+		return
+	}
+	k := j.cl.kernel[w.driverIdx]
+	if k < 0 {
+		e.fail(j, wid, fmt.Errorf("%w: scheduler assigned task %q to worker %d (%s), which has no kernel for it", ErrNoWorker, j.name(), wid, w.drv.fp.Arch))
+		return
+	}
+	t := j.task
+	n := wire.ExecSize(len(t.Handles), len(t.Arg))
+	b, err := w.dispatch.ReserveWait(n, func() bool { return !w.drv.dead.Load() && !e.stopping.Load() })
+	if err != nil {
+		e.fail(j, wid, fmt.Errorf("dispatch to worker %d: %w", wid, err))
+		return
+	}
+	wire.PutExecHeader(b, j.id, uint32(k), len(t.Handles), len(t.Arg))
+	p := b[wire.ExecHeaderSize:]
+	for i, h := range t.Handles {
+		wire.EncodeBuffer(p, &wire.BufferDesc{Offset: h.span.Offset, Mode: j.modes[i], Layout: h.layout})
+		p = p[wire.BufferDescSize:]
+	}
+	copy(p, t.Arg)
+	w.dispatch.Commit()
+	w.mustRing = true
+}
+
+// fail completes a task that was assigned but could not run, returning the
+// worker's slot to the scheduler.
+func (e *engine) fail(j *job, wid int, err error) {
+	e.untrack(j.id)
+	e.sendDone(wid, j.id, 0)
+	e.rt.complete(j, -1, err)
+}
+
+func (e *engine) sendDone(wid int, id uint64, dur int64) {
+	if !e.schedAlive() {
+		return
+	}
+	d := wire.Done{Worker: int32(wid), ID: id, DurationNs: dur}
+	e.schedMu.Lock()
+	b, err := e.events.ReserveWait(wire.DoneSize, e.schedAlive)
+	if err == nil {
+		d.Encode(b)
+		e.events.Commit()
+	}
+	e.schedMu.Unlock()
+	e.schedBell.Ring()
+}
+
+func (e *engine) drainCompletions() {
+	var c wire.Completion
+	for _, w := range e.rt.workers {
+		for msg := w.completion.Peek(); msg != nil; msg = w.completion.Peek() {
+			if wire.Type(msg) != wire.TypeCompletion || c.Decode(msg) != nil {
+				e.rt.log.Error("worker sent a malformed completion", "worker", w.id, "type", wire.Type(msg))
+				w.completion.Release()
+				continue
+			}
+			var err error
+			j := e.untrack(c.ID)
+			if j != nil && c.Failed {
+				err = fmt.Errorf("%w: task %q on worker %d (%s): %s", ErrTaskFailed, j.name(), w.id, w.drv.fp.Arch, c.Err)
+			}
+			w.completion.Release()
+			if j == nil {
+				e.rt.log.Error("worker completed an unknown task", "worker", w.id, "task", c.ID)
+				continue
+			}
+			j.start, j.end = c.StartNs, c.EndNs
+			if e.rt.trace != nil {
+				e.rt.trace.add(w.id, j.name(), c.StartNs, c.EndNs, err != nil)
+			}
+			e.sendDone(w.id, j.id, c.EndNs-c.StartNs)
+			e.rt.complete(j, int32(w.id), err)
+		}
+	}
+}
+
+// checkPlugins fails the tasks held by plugin processes that died.
+func (e *engine) checkPlugins() {
+	e.lastCheck = time.Now()
+	rt := e.rt
+	for _, d := range rt.drivers {
+		if d.proc == nil || d.dead.Load() || !d.proc.Exited() {
+			continue
+		}
+		d.dead.Store(true)
+		rt.log.Error("driver plugin exited", "driver", d.name, "pid", d.proc.Pid())
+		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker >= 0 && rt.workers[j.worker].drv == d }) {
+			e.fail(j, int(j.worker), fmt.Errorf("%w: driver-%s (pid %d) exited while task %q was on worker %d", ErrPluginCrashed, d.name, d.proc.Pid(), j.name(), j.worker))
+		}
+	}
+	if rt.schedP != nil && rt.broken.Load() == nil && rt.schedP.Exited() {
+		err := fmt.Errorf("%w: scheduler sched-%s (pid %d) exited", ErrPluginCrashed, rt.cfg.Sched, rt.schedP.Pid())
+		rt.broken.Store(&err)
+		rt.log.Error("scheduler plugin exited", "sched", rt.cfg.Sched)
+		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker < 0 }) {
+			e.untrack(j.id)
+			rt.complete(j, -1, err)
+		}
+	}
+}
+
+func (e *engine) jobsWhere(pred func(*job) bool) []*job {
+	e.jobsMu.Lock()
+	defer e.jobsMu.Unlock()
+	var out []*job
+	for _, j := range e.jobs {
+		if pred(j) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+func (j *job) name() string {
+	if j.task == nil {
+		return "acquire"
+	}
+	if j.task.Name != "" {
+		return j.task.Name
+	}
+	if j.task.Codelet != nil {
+		return j.task.Codelet.Name
+	}
+	return "sync"
+}

@@ -1,0 +1,104 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/starpu-go/starpu/core/internal/loader"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+)
+
+// WorkerInfo describes one worker.
+type WorkerInfo struct {
+	ID     int
+	Arch   driver.Arch
+	Unit   string
+	Node   int
+	Driver string
+	// Pid is the driver plugin's process, or 0 for an in-process driver.
+	Pid int
+}
+
+// Workers lists the runtime's workers.
+func (rt *Runtime) Workers() []WorkerInfo {
+	out := make([]WorkerInfo, 0, len(rt.workers))
+	for _, w := range rt.workers {
+		wi := WorkerInfo{ID: w.id, Arch: w.drv.fp.Arch, Unit: w.drv.fp.Units[w.spec.Unit].Name, Node: 0, Driver: w.drv.name}
+		if w.drv.proc != nil {
+			wi.Pid = w.drv.proc.Pid()
+		}
+		out = append(out, wi)
+	}
+	return out
+}
+
+// MemoryNodeInfo describes a memory node.
+type MemoryNodeInfo struct {
+	ID          int
+	Kind        string
+	Description string
+}
+
+// MemoryNodes lists the memory nodes: RAM (the shared-memory arena) first.
+func (rt *Runtime) MemoryNodes() []MemoryNodeInfo {
+	used, free := rt.arena.HeapStats()
+	nodes := []MemoryNodeInfo{{ID: 0, Kind: "RAM", Description: fmt.Sprintf("shared-memory arena (memfd), %d MiB reserved, %d MiB in use, %d MiB free", rt.arena.Size()>>20, used>>20, free>>20)}}
+	for _, d := range rt.drivers {
+		for _, n := range d.fp.Nodes {
+			nodes = append(nodes, MemoryNodeInfo{ID: len(nodes), Kind: string(d.fp.Arch), Description: fmt.Sprintf("%s, %d MiB (driver-%s)", n.Name, n.Bytes>>20, d.name)})
+		}
+	}
+	return nodes
+}
+
+// SchedName is the scheduling policy in use.
+func (rt *Runtime) SchedName() string { return rt.cfg.Sched }
+
+// PluginDir is the directory plugins are loaded from.
+func (rt *Runtime) PluginDir() string { return rt.cfg.PluginDir }
+
+// PluginInfo describes a plugin binary in the plugin directory.
+type PluginInfo struct {
+	Name    string
+	Kind    string
+	Version string
+	Path    string
+	// Status is "loaded (pid N)", "available", or why it could not start.
+	Status string
+}
+
+// ProbePlugins lists every plugin of the plugin directory: those the runtime
+// loaded, and the others after starting each once to ask its version.
+func (rt *Runtime) ProbePlugins(ctx context.Context) ([]PluginInfo, error) {
+	cands, err := loader.Discover(rt.cfg.PluginDir)
+	if err != nil {
+		return nil, err
+	}
+	loaded := map[string]*loader.Plugin{}
+	for _, d := range rt.drivers {
+		if d.proc != nil {
+			loaded[d.proc.Path] = d.proc
+		}
+	}
+	if rt.schedP != nil {
+		loaded[rt.schedP.Path] = rt.schedP
+	}
+	var out []PluginInfo
+	for _, c := range cands {
+		pi := PluginInfo{Name: string(c.Kind) + "-" + c.Name, Kind: string(c.Kind), Path: c.Path}
+		if p, ok := loaded[c.Path]; ok {
+			pi.Version = p.Info.Version
+			pi.Status = fmt.Sprintf("loaded (pid %d)", p.Pid())
+		} else if p, err := rt.launch(ctx, c); err != nil {
+			pi.Status = "error: " + err.Error()
+		} else {
+			pi.Version = p.Info.Version
+			pi.Status = "available"
+			p.Kill()
+		}
+		out = append(out, pi)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

@@ -1,0 +1,55 @@
+package core_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/starpu-go/starpu/core/config"
+)
+
+// pluginDir holds the real plugins (driver-cpu, sched-ws) built for the
+// tests; crashyDir holds sched-ws and the crash-test driver as driver-cpu.
+var pluginDir, crashyDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "starpu-core-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	pluginDir = filepath.Join(tmp, "plugins")
+	crashyDir = filepath.Join(tmp, "crashy")
+	builds := []struct{ out, pkg string }{
+		{filepath.Join(pluginDir, "driver-cpu"), "../plugins/driver-cpu"},
+		{filepath.Join(pluginDir, "sched-ws"), "../plugins/sched-ws"},
+		{filepath.Join(crashyDir, "driver-cpu"), "./testdata/driver-crashy"},
+		{filepath.Join(crashyDir, "sched-ws"), "../plugins/sched-ws"},
+	}
+	for _, b := range builds {
+		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", b.pkg, err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// testConfig is a configuration over the test plugins with two CPU workers.
+func testConfig(dir string) *config.Config {
+	c := config.Default()
+	c.PluginDir = dir
+	c.NCPU = 2
+	c.ArenaSize = 1 << 30
+	c.SpinIters = 200
+	return c
+}

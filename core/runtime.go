@@ -1,0 +1,426 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/starpu-go/starpu/core/config"
+	"github.com/starpu-go/starpu/core/internal/loader"
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+)
+
+// DriverFactory builds a driver in the application's process, over the
+// runtime's arena. Tests use it to run a driver without a plugin process.
+type DriverFactory func(a *shm.Arena, log hclog.Logger) (driver.Driver, error)
+
+// SchedulerFactory builds a scheduler in the application's process.
+type SchedulerFactory func(a *shm.Arena, log hclog.Logger) (sched.Scheduler, error)
+
+// Options configures Init.
+type Options struct {
+	// Config is used as is when set; otherwise the configuration is loaded
+	// from ConfigFile (or $STARPU_CONFIG) and the environment.
+	Config     *config.Config
+	ConfigFile string
+	// Getenv reads the environment (os.Getenv when nil).
+	Getenv func(string) string
+	// Logger receives the runtime's and the plugins' log lines.
+	Logger hclog.Logger
+	// Drivers and Scheduler, when set, run in process instead of the
+	// plugins of the plugin directory.
+	Drivers   []DriverFactory
+	Scheduler SchedulerFactory
+	// Trace records every task's execution for WriteTrace.
+	Trace bool
+}
+
+// Runtime is one instance of the runtime: its plugins, workers, data and
+// tasks. Everything global lives behind it.
+type Runtime struct {
+	cfg   *config.Config
+	log   hclog.Logger
+	arena *shm.Arena
+
+	drivers []*driverInst
+	workers []*workerState
+	sched   sched.Scheduler
+	schedP  *loader.Plugin
+	engine  *engine
+
+	codelets    sync.Map // *Codelet -> *codeletInfo
+	clMu        sync.Mutex
+	nextCodelet uint32
+	maxExec     int
+
+	nextJob    atomic.Uint64
+	nextHandle atomic.Uint64
+
+	pending       atomic.Int64
+	idleMu        sync.Mutex
+	idle          *sync.Cond
+	failed        []error
+	failedDropped int
+
+	tagMu sync.Mutex
+	tags  map[TagID]*tagState
+
+	handlesMu sync.Mutex
+	handles   map[*Handle]struct{}
+
+	broken   atomic.Pointer[error]
+	shutdown atomic.Bool
+	trace    *tracer
+}
+
+// driverInst is one loaded driver and the workers it runs.
+type driverInst struct {
+	name        string
+	drv         driver.Driver
+	proc        *loader.Plugin // nil in process
+	fp          *driver.Fingerprint
+	kernelIndex map[string]int
+	workers     []*workerState
+	dead        atomic.Bool
+}
+
+// Init starts a runtime: it loads the configuration, creates the
+// shared-memory arena, starts the driver and scheduler plugins, and brings up
+// one worker per device unit.
+func Init(ctx context.Context, opt Options) (rt *Runtime, err error) {
+	cfg := opt.Config
+	if cfg == nil {
+		getenv := opt.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		if cfg, err = config.Load(getenv, opt.ConfigFile); err != nil {
+			return nil, err
+		}
+	} else if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opt.Logger
+	if log == nil {
+		log = hclog.New(&hclog.LoggerOptions{Name: "starpu", Level: hclog.LevelFromString(cfg.LogLevel), Output: os.Stderr})
+	}
+	rt = &Runtime{cfg: cfg, log: log, tags: map[TagID]*tagState{}, handles: map[*Handle]struct{}{}}
+	rt.idle = sync.NewCond(&rt.idleMu)
+	if opt.Trace {
+		rt.trace = &tracer{}
+	}
+	defer func() {
+		if err != nil {
+			rt.teardown()
+		}
+	}()
+	if err := rt.createArena(); err != nil {
+		return nil, err
+	}
+	var cands map[string]loader.Candidate
+	if len(opt.Drivers) == 0 || opt.Scheduler == nil {
+		if cands, err = discover(cfg.PluginDir); err != nil {
+			return nil, err
+		}
+	}
+	if err := rt.loadDrivers(ctx, opt.Drivers, cands); err != nil {
+		return nil, err
+	}
+	if err := rt.loadScheduler(ctx, opt.Scheduler, cands); err != nil {
+		return nil, err
+	}
+	if err := rt.start(ctx); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+func (rt *Runtime) createArena() error {
+	size := rt.cfg.ArenaSize
+	if size == 0 {
+		size = defaultArenaSize()
+	}
+	a, err := shm.Create(size, controlBytes(maxWorkers))
+	if err != nil {
+		return fmt.Errorf("create shared-memory arena: %w", err)
+	}
+	rt.arena = a
+	return nil
+}
+
+func discover(dir string) (map[string]loader.Candidate, error) {
+	cs, err := loader.Discover(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]loader.Candidate, len(cs))
+	for _, c := range cs {
+		m[string(c.Kind)+"-"+c.Name] = c
+	}
+	return m, nil
+}
+
+func available(cands map[string]loader.Candidate, kind base.Kind) []string {
+	var names []string
+	for _, c := range cands {
+		if c.Kind == kind {
+			names = append(names, c.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (rt *Runtime) launch(ctx context.Context, c loader.Candidate) (*loader.Plugin, error) {
+	return loader.Launch(ctx, c, loader.Options{Arena: rt.arena, Logger: rt.log, StartTimeout: 20 * time.Second})
+}
+
+// configure checks a plugin's config block against its schema and applies it.
+func (rt *Runtime) configure(ctx context.Context, p base.Plugin, name string) error {
+	blk, ok := rt.cfg.Plugins[name]
+	if !ok {
+		return nil
+	}
+	schema, err := p.ConfigSchema(ctx)
+	if err != nil {
+		return fmt.Errorf("plugin %s: config schema: %w", name, err)
+	}
+	if err := schema.Validate(blk.Config); err != nil {
+		return fmt.Errorf("config for plugin %s: %w", name, err)
+	}
+	if err := p.SetConfig(ctx, blk.Config); err != nil {
+		return fmt.Errorf("plugin %s: set config: %w", name, err)
+	}
+	return nil
+}
+
+func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, cands map[string]loader.Candidate) error {
+	type loaded struct {
+		name string
+		drv  driver.Driver
+		proc *loader.Plugin
+	}
+	var ls []loaded
+	if len(factories) > 0 {
+		for _, f := range factories {
+			d, err := f(rt.arena, rt.log)
+			if err != nil {
+				return fmt.Errorf("in-process driver: %w", err)
+			}
+			info, err := d.PluginInfo(ctx)
+			if err != nil {
+				return fmt.Errorf("in-process driver: %w", err)
+			}
+			ls = append(ls, loaded{name: info.Name, drv: d})
+		}
+	} else {
+		// The CPU driver is the one this runtime needs; other drivers load
+		// when present.
+		names := available(cands, base.KindDriver)
+		for _, n := range names {
+			if n == "cpu" && rt.cfg.NCPU == 0 {
+				continue
+			}
+			p, err := rt.launch(ctx, cands["driver-"+n])
+			if err != nil {
+				return err
+			}
+			d, err := p.Driver()
+			if err != nil {
+				p.Kill()
+				return err
+			}
+			ls = append(ls, loaded{name: n, drv: d, proc: p})
+		}
+	}
+	for _, l := range ls {
+		di := &driverInst{name: l.name, drv: l.drv, proc: l.proc}
+		rt.drivers = append(rt.drivers, di)
+		if err := rt.configure(ctx, l.drv, "driver-"+l.name); err != nil {
+			return err
+		}
+		fp, err := l.drv.Fingerprint(ctx)
+		if err != nil {
+			return fmt.Errorf("driver-%s: fingerprint: %w", l.name, err)
+		}
+		di.fp = fp
+		di.kernelIndex = make(map[string]int, len(fp.Kernels))
+		for i, k := range fp.Kernels {
+			di.kernelIndex[k] = i
+		}
+	}
+	if rt.cfg.NCPU != 0 && rt.driverFor(driver.CPU) == nil {
+		return fmt.Errorf("no CPU driver: no plugin driver-cpu in %s (found drivers: %v)", rt.cfg.PluginDir, available(cands, base.KindDriver))
+	}
+	return nil
+}
+
+func (rt *Runtime) driverFor(a driver.Arch) *driverInst {
+	for _, d := range rt.drivers {
+		if d.fp.Arch == a {
+			return d
+		}
+	}
+	return nil
+}
+
+func (rt *Runtime) loadScheduler(ctx context.Context, f SchedulerFactory, cands map[string]loader.Candidate) error {
+	if f != nil {
+		s, err := f(rt.arena, rt.log)
+		if err != nil {
+			return fmt.Errorf("in-process scheduler: %w", err)
+		}
+		rt.sched = s
+	} else {
+		name := rt.cfg.Sched
+		c, ok := cands["sched-"+name]
+		if !ok {
+			return fmt.Errorf("unknown scheduler %q: no plugin sched-%s in %s (available: %v)", name, name, rt.cfg.PluginDir, available(cands, base.KindScheduler))
+		}
+		p, err := rt.launch(ctx, c)
+		if err != nil {
+			return err
+		}
+		rt.schedP = p
+		if rt.sched, err = p.Scheduler(); err != nil {
+			return err
+		}
+	}
+	return rt.configure(ctx, rt.sched, "sched-"+rt.cfg.Sched)
+}
+
+// start creates the workers, their rings, and starts drivers, scheduler and
+// the engine.
+func (rt *Runtime) start(ctx context.Context) error {
+	e, err := newEngine(rt)
+	if err != nil {
+		return err
+	}
+	rt.engine = e
+	for _, d := range rt.drivers {
+		n := len(d.fp.Units)
+		if d.fp.Arch == driver.CPU && rt.cfg.NCPU > 0 {
+			n = rt.cfg.NCPU
+			if n > len(d.fp.Units) {
+				rt.log.Warn("more CPU workers than cores: workers will share cores", "ncpu", n, "cores", len(d.fp.Units))
+			}
+		}
+		if len(d.fp.Units) == 0 {
+			n = 0
+		}
+		req := &driver.InitRequest{SpinIters: rt.cfg.SpinIters}
+		for u := 0; u < n; u++ {
+			if len(rt.workers) >= maxWorkers {
+				return fmt.Errorf("too many workers: at most %d", maxWorkers)
+			}
+			w, err := e.addWorker(d, u%len(d.fp.Units))
+			if err != nil {
+				return err
+			}
+			req.Workers = append(req.Workers, w.spec)
+		}
+		if n == 0 {
+			continue
+		}
+		if err := d.drv.Init(ctx, req); err != nil {
+			return fmt.Errorf("driver-%s: init: %w", d.name, err)
+		}
+	}
+	if len(rt.workers) == 0 {
+		return errors.New("no worker: every driver is disabled or found no device")
+	}
+	var ws []sched.Worker
+	for _, w := range rt.workers {
+		ws = append(ws, sched.Worker{ID: w.id, Arch: w.drv.fp.Arch, Node: 0})
+	}
+	if err := rt.sched.Init(ctx, &sched.InitRequest{Workers: ws, Rings: e.schedRings, QueueDepth: rt.cfg.QueueDepth, SpinIters: rt.cfg.SpinIters}); err != nil {
+		return fmt.Errorf("scheduler %s: init: %w", rt.cfg.Sched, err)
+	}
+	e.start()
+	return nil
+}
+
+// usable reports why the runtime cannot take work, if it cannot.
+func (rt *Runtime) usable() error {
+	if rt.shutdown.Load() {
+		return ErrShutdown
+	}
+	if p := rt.broken.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Shutdown waits for the submitted tasks, writes every registered handle
+// back, stops the plugins and removes the shared memory.
+func (rt *Runtime) Shutdown() error {
+	if !rt.shutdown.CompareAndSwap(false, true) {
+		return ErrShutdown
+	}
+	taskErr := rt.WaitForAll()
+	var errs []error
+	if err := rt.unregisterAll(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, rt.teardown())
+	if len(errs) > 0 && taskErr != nil {
+		rt.log.Debug("tasks failed before shutdown", "error", taskErr)
+	}
+	return errors.Join(errs...)
+}
+
+// teardown stops whatever Init started, in reverse order.
+func (rt *Runtime) teardown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if rt.engine != nil {
+		rt.engine.stop()
+	}
+	if rt.sched != nil && rt.engine != nil && rt.engine.started {
+		if rt.schedP == nil || !rt.schedP.Exited() {
+			if err := rt.sched.Deinit(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("scheduler deinit: %w", err))
+			}
+		}
+	}
+	if rt.schedP != nil {
+		rt.schedP.Kill()
+	}
+	for _, d := range rt.drivers {
+		if len(d.workers) > 0 && (d.proc == nil || !d.proc.Exited()) {
+			if err := d.drv.Deinit(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("driver-%s deinit: %w", d.name, err))
+			}
+		}
+		if d.proc != nil {
+			d.proc.Kill()
+		}
+	}
+	if rt.arena != nil {
+		if err := rt.arena.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// defaultPluginDir is bin/plugins beside the starpu binary.
+func defaultPluginDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "plugins"
+	}
+	return filepath.Join(filepath.Dir(exe), "plugins")
+}

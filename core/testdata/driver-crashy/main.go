@@ -1,0 +1,31 @@
+// Command driver-crashy is a CPU driver for the core's failure tests: the
+// BLAS kernels plus kernels that fail, crash the process, or sleep. With
+// CRASHY_EXIT_AT_START set it exits before serving, like a plugin that
+// crashes at start.
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/cpudriver"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/kernels"
+)
+
+func main() {
+	if os.Getenv("CRASHY_EXIT_AT_START") != "" {
+		os.Exit(3)
+	}
+	cpudriver.Serve(cpudriver.WithKernels(kernels.Library()...), cpudriver.WithKernels(
+		kernel.Kernel{Name: "test_fail", Func: func(*kernel.Context) error { return errors.New("deliberate failure") }},
+		kernel.Kernel{Name: "test_exit", Func: func(*kernel.Context) error { os.Exit(7); return nil }},
+		kernel.Kernel{Name: "test_panic", Func: func(*kernel.Context) error { panic("deliberate panic") }},
+		kernel.Kernel{Name: "test_sleep", Func: func(c *kernel.Context) error {
+			time.Sleep(time.Duration(binary.LittleEndian.Uint64(c.Arg)))
+			return nil
+		}},
+	))
+}

@@ -1,0 +1,72 @@
+package core
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// tracer records task executions for a Chrome trace-event file.
+type tracer struct {
+	mu     sync.Mutex
+	events []traceEvent
+}
+
+type traceEvent struct {
+	worker     int
+	name       string
+	start, end int64
+	failed     bool
+}
+
+func (t *tracer) add(worker int, name string, start, end int64, failed bool) {
+	t.mu.Lock()
+	t.events = append(t.events, traceEvent{worker, name, start, end, failed})
+	t.mu.Unlock()
+}
+
+// chromeEvent is one entry of the Chrome trace-event format (as read by
+// Perfetto and chrome://tracing): a complete event ("X") or metadata ("M").
+type chromeEvent struct {
+	Name string         `json:"name"`
+	Ph   string         `json:"ph"`
+	Ts   float64        `json:"ts"`
+	Dur  float64        `json:"dur,omitempty"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// WriteTrace writes the timelines of the workers, one row per worker, as a
+// Chrome trace-event JSON document. Init must have had Options.Trace set.
+func (rt *Runtime) WriteTrace(w io.Writer) error {
+	if rt.trace == nil {
+		return errors.New("write trace: tracing was not enabled (Options.Trace)")
+	}
+	rt.trace.mu.Lock()
+	evs := append([]traceEvent(nil), rt.trace.events...)
+	rt.trace.mu.Unlock()
+	var origin int64
+	for i, e := range evs {
+		if i == 0 || e.start < origin {
+			origin = e.start
+		}
+	}
+	out := make([]chromeEvent, 0, len(evs)+len(rt.workers)+1)
+	out = append(out, chromeEvent{Name: "process_name", Ph: "M", Pid: 1, Args: map[string]any{"name": "starpu workers"}})
+	for _, w := range rt.workers {
+		out = append(out, chromeEvent{Name: "thread_name", Ph: "M", Pid: 1, Tid: w.id,
+			Args: map[string]any{"name": fmt.Sprintf("worker %d (%s %s)", w.id, w.drv.fp.Arch, w.drv.fp.Units[w.spec.Unit].Name)}})
+	}
+	for _, e := range evs {
+		ce := chromeEvent{Name: e.name, Ph: "X", Ts: float64(e.start-origin) / 1e3, Dur: float64(e.end-e.start) / 1e3, Pid: 1, Tid: e.worker}
+		if e.failed {
+			ce.Args = map[string]any{"failed": true}
+		}
+		out = append(out, ce)
+	}
+	enc := json.NewEncoder(w)
+	return enc.Encode(map[string]any{"traceEvents": out, "displayTimeUnit": "ms"})
+}

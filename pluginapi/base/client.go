@@ -1,0 +1,157 @@
+package base
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/starpu-go/starpu/pluginapi/base/proto"
+)
+
+// ErrPluginExited is wrapped by the errors of calls made to a plugin whose
+// process has exited or whose connection is lost: errors.Is(err,
+// ErrPluginExited) tells a crashed plugin from a plugin that refused a call.
+var ErrPluginExited = errors.New("plugin process exited")
+
+// RemoteError is an error returned by the plugin side of a call: Message is
+// the plugin's error text, intact. Its Error() is "plugin <kind>-<name>:
+// <message>".
+type RemoteError struct {
+	// Plugin names the plugin, "<kind>-<name>" (for example "sched-ws").
+	Plugin string
+	// Code is the gRPC status code; codes.Unknown for an ordinary error
+	// returned by the plugin's implementation.
+	Code codes.Code
+	// Message is the plugin's error message.
+	Message string
+}
+
+// Error implements error.
+func (e *RemoteError) Error() string { return "plugin " + e.Plugin + ": " + e.Message }
+
+// BasePluginClient implements Plugin over a gRPC connection to a plugin
+// process. The client adapter of every kind embeds it, so the base methods
+// come with every kind, and uses Err to turn gRPC errors into errors that
+// name the plugin.
+type BasePluginClient struct {
+	client proto.BasePluginClient
+	// doneCtx is go-plugin's context, cancelled when the plugin process
+	// has exited.
+	doneCtx context.Context
+	label   atomic.Pointer[string]
+	// learn is set when no label was given: PluginInfo then sets it.
+	learn bool
+}
+
+// NewBasePluginClient returns a client for the BasePlugin service on conn.
+// doneCtx is cancelled when the plugin process exits (go-plugin passes it
+// to GRPCPlugin.GRPCClient); it may be nil. label names the plugin in
+// errors ("driver-cpu"); when it is empty the client says fallback (the
+// kind, say) until a PluginInfo call tells it the plugin's kind and name.
+func NewBasePluginClient(conn grpc.ClientConnInterface, doneCtx context.Context, label, fallback string) *BasePluginClient {
+	if doneCtx == nil {
+		doneCtx = context.Background()
+	}
+	c := &BasePluginClient{client: proto.NewBasePluginClient(conn), doneCtx: doneCtx}
+	if label != "" {
+		c.label.Store(&label)
+	} else {
+		c.label.Store(&fallback)
+		c.learn = true
+	}
+	return c
+}
+
+// Label is the name the client gives the plugin in errors, "<kind>-<name>".
+func (c *BasePluginClient) Label() string {
+	return *c.label.Load()
+}
+
+// Done is closed when the plugin process has exited.
+func (c *BasePluginClient) Done() <-chan struct{} { return c.doneCtx.Done() }
+
+// Err turns the error of a gRPC call made with ctx into the error the Go
+// interface returns: nil stays nil; the caller's own cancellation or
+// deadline wraps ctx.Err(); a lost connection or an exited plugin wraps
+// ErrPluginExited; anything else is a *RemoteError carrying the plugin's
+// message intact.
+func (c *BasePluginClient) Err(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	label := c.Label()
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("plugin %s: %w", label, err)
+	}
+	switch st.Code() {
+	case codes.Canceled, codes.DeadlineExceeded:
+		if ctx != nil && ctx.Err() != nil {
+			return fmt.Errorf("plugin %s: %w", label, ctx.Err())
+		}
+		if c.doneCtx.Err() != nil {
+			return fmt.Errorf("plugin %s: %w", label, ErrPluginExited)
+		}
+	case codes.Unavailable:
+		// On a local socket, unavailable means the process is gone or going.
+		return fmt.Errorf("plugin %s: %w (%s)", label, ErrPluginExited, st.Message())
+	}
+	return &RemoteError{Plugin: label, Code: st.Code(), Message: st.Message()}
+}
+
+// PluginInfo implements Plugin.
+func (c *BasePluginClient) PluginInfo(ctx context.Context) (*Info, error) {
+	resp, err := c.client.PluginInfo(ctx, &proto.PluginInfoRequest{})
+	if err != nil {
+		return nil, c.Err(ctx, err)
+	}
+	info := &Info{
+		Kind:    Kind(resp.GetKind()),
+		Name:    resp.GetName(),
+		Version: resp.GetVersion(),
+	}
+	for _, v := range resp.GetApiVersions() {
+		info.APIVersions = append(info.APIVersions, int(v))
+	}
+	if c.learn {
+		l := string(info.Kind) + "-" + info.Name
+		c.label.Store(&l)
+	}
+	return info, nil
+}
+
+// ConfigSchema implements Plugin.
+func (c *BasePluginClient) ConfigSchema(ctx context.Context) (*Schema, error) {
+	resp, err := c.client.ConfigSchema(ctx, &proto.ConfigSchemaRequest{})
+	if err != nil {
+		return nil, c.Err(ctx, err)
+	}
+	s := &Schema{}
+	for _, a := range resp.GetAttrs() {
+		s.Attrs = append(s.Attrs, Attr{
+			Name:     a.GetName(),
+			Type:     AttrType(a.GetType()),
+			Default:  a.GetDefault(),
+			Required: a.GetRequired(),
+			Doc:      a.GetDoc(),
+		})
+	}
+	return s, nil
+}
+
+// SetConfig implements Plugin. The configuration travels as JSON
+// (MarshalConfig); the plugin side decodes it with UnmarshalConfig, so whole
+// numbers arrive as int64.
+func (c *BasePluginClient) SetConfig(ctx context.Context, cfg Config) error {
+	b, err := MarshalConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("plugin %s: encode config: %w", c.Label(), err)
+	}
+	_, err = c.client.SetConfig(ctx, &proto.SetConfigRequest{ConfigJson: b})
+	return c.Err(ctx, err)
+}

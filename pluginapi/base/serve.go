@@ -1,0 +1,104 @@
+package base
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"golang.org/x/sys/unix"
+)
+
+// EnvLogLevel is the environment variable through which the core gives a
+// plugin process its log level ("trace", "debug", "info", "warn", "error");
+// the default is info.
+const EnvLogLevel = "STARPU_PLUGIN_LOG_LEVEL"
+
+// NotStartedByRuntime is what a plugin binary prints, before exiting with
+// status 1, when it is run by hand rather than by the runtime.
+const NotStartedByRuntime = "this binary is a starpu plugin; it is started by the runtime"
+
+// ParentPollInterval is how often a plugin process checks that the core that
+// started it is still its parent.
+const ParentPollInterval = 200 * time.Millisecond
+
+// ServeKind is the body of every plugin's main(), shared by driver.Serve,
+// sched.Serve and iface.Serve, which supply open. It
+//
+//   - refuses to run when not started by the runtime: without the handshake
+//     cookie it prints NotStartedByRuntime and go-plugin's own message and
+//     exits 1; without the arena descriptor at ArenaFD it prints
+//     NotStartedByRuntime and exits 1;
+//   - builds the plugin's logger: hclog JSON on stderr, which go-plugin on the
+//     core side forwards into the core's log under the plugin's name, at the
+//     level in EnvLogLevel;
+//   - calls open with ArenaFD and the logger to get the plugin to serve (an
+//     error is logged and the process exits 1, which the core reports as the
+//     plugin exiting during start);
+//   - starts a watchdog that exits the process when its parent changes (the
+//     core was killed), besides the SIGKILL-on-parent-death the core asks
+//     the kernel for;
+//   - serves the plugin as kind under APIVersion with go-plugin over gRPC
+//     until the core shuts it down.
+func ServeKind(kind Kind, open func(arenaFD uintptr, log hclog.Logger) (plugin.Plugin, error)) {
+	if os.Getenv(Handshake.MagicCookieKey) != Handshake.MagicCookieValue {
+		fmt.Fprintf(os.Stderr, "%s.\n", NotStartedByRuntime)
+		// go-plugin prints its own explanation and exits 1.
+		plugin.Serve(&plugin.ServeConfig{HandshakeConfig: Handshake})
+		os.Exit(1)
+	}
+	if _, err := unix.FcntlInt(ArenaFD, unix.F_GETFD, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "%s (no shared-memory arena on file descriptor %d).\n", NotStartedByRuntime, ArenaFD)
+		os.Exit(1)
+	}
+	// Subprocesses of the plugin must not inherit the arena.
+	unix.CloseOnExec(ArenaFD)
+
+	log := newPluginLogger()
+	p, err := open(ArenaFD, log)
+	if err != nil {
+		log.Error("plugin failed to start", "kind", string(kind), "error", err.Error())
+		os.Exit(1)
+	}
+	go watchParent(log, os.Getppid(), ParentPollInterval, func() { os.Exit(1) })
+
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{
+			APIVersion: {string(kind): p},
+		},
+		GRPCServer: plugin.DefaultGRPCServer,
+		Logger:     log,
+	})
+}
+
+// newPluginLogger is the logger of a plugin process: JSON lines on stderr,
+// which go-plugin parses on the core side and logs under the plugin's name
+// at each line's level.
+func newPluginLogger() hclog.Logger {
+	level := hclog.LevelFromString(os.Getenv(EnvLogLevel))
+	if level == hclog.NoLevel {
+		level = hclog.Info
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Level:      level,
+		Output:     os.Stderr,
+		JSONFormat: true,
+	})
+}
+
+// watchParent calls exit when the process's parent is no longer ppid: the
+// process that started the plugin is gone and the plugin was handed to
+// another reaper.
+func watchParent(log hclog.Logger, ppid int, every time.Duration, exit func()) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for range t.C {
+		if now := os.Getppid(); now != ppid {
+			log.Error("the core process is gone; exiting", "parent", ppid, "new_parent", now)
+			exit()
+			return
+		}
+	}
+}

@@ -1,0 +1,118 @@
+// Package driver is the contract between the core and a device driver plugin,
+// after StarPU's driver operations: the core owns one worker per device unit,
+// and the driver runs StarPU's cycle for each (init, run_once while running,
+// deinit), taking tasks from and returning completions to shared-memory rings.
+// The control plane (fingerprint, init, deinit, device memory) goes over gRPC
+// when the driver is out of process; the same Go interface is implemented in
+// process, so the core cannot tell the two apart.
+package driver
+
+import (
+	"context"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+)
+
+// Arch is a worker architecture: the key under which a codelet names its
+// implementations.
+type Arch string
+
+// The architectures the runtime knows.
+const (
+	CPU    Arch = "cpu"
+	CUDA   Arch = "cuda"
+	OpenCL Arch = "opencl"
+)
+
+// ArchBit is the bit of an architecture in a task's architecture mask.
+func ArchBit(a Arch) uint32 {
+	switch a {
+	case CPU:
+		return 1
+	case CUDA:
+		return 2
+	case OpenCL:
+		return 4
+	}
+	return 0
+}
+
+// Unit is one device unit a driver can run a worker on (a CPU core, a GPU).
+type Unit struct {
+	Name string
+	// Node is the memory node the unit computes on: 0 is the shared-memory RAM
+	// node; device memory nodes are numbered from 1 within the driver.
+	Node int
+}
+
+// MemoryNode is a memory node a driver owns besides RAM.
+type MemoryNode struct {
+	Name  string
+	Bytes uint64
+}
+
+// Fingerprint is what a driver found on the machine and what it can run.
+type Fingerprint struct {
+	Arch  Arch
+	Units []Unit
+	Nodes []MemoryNode
+	// Kernels lists the kernels the driver hosts, by name. A task's kernel is
+	// sent to the driver as an index into this list.
+	Kernels []string
+}
+
+// WorkerSpec tells a driver how to run one worker.
+type WorkerSpec struct {
+	// ID is the worker's runtime-wide number.
+	ID int
+	// Unit is the index of the device unit in the driver's fingerprint.
+	Unit int
+	// Dispatch carries tasks from the core to the worker; Completion carries
+	// their completions back.
+	Dispatch, Completion base.Span
+	// Bell is the doorbell the worker sleeps on; CoreBell the one it rings
+	// after posting a completion.
+	Bell, CoreBell uint64
+}
+
+// InitRequest starts a driver's workers.
+type InitRequest struct {
+	Workers []WorkerSpec
+	// SpinIters is how many polls a worker makes on an empty ring before it
+	// sleeps on its doorbell.
+	SpinIters int
+}
+
+// CopyRange is one contiguous range of a transfer.
+type CopyRange struct {
+	SrcOffset, DstOffset, Len uint64
+}
+
+// CopyRequest moves ranges between a driver's memory node and the RAM node.
+// Offsets on the RAM node are arena offsets; on a device node they are
+// offsets into the buffer named by its allocation handle.
+type CopyRequest struct {
+	SrcNode, DstNode     int
+	SrcBuffer, DstBuffer uint64
+	Ranges               []CopyRange
+}
+
+// Driver is what the core needs from a device driver.
+type Driver interface {
+	base.Plugin
+	// Fingerprint reports the units, memory nodes and kernels of the driver.
+	Fingerprint(ctx context.Context) (*Fingerprint, error)
+	// Init runs StarPU's init for each worker and then loops run_once on each
+	// until Deinit: a worker takes task messages from its dispatch ring,
+	// executes them and posts completions.
+	Init(ctx context.Context, req *InitRequest) error
+	// Deinit stops the workers after the tasks they hold and runs deinit.
+	Deinit(ctx context.Context) error
+	// Alloc allocates size bytes on one of the driver's memory nodes and
+	// returns a handle for the allocation.
+	Alloc(ctx context.Context, node int, size uint64) (uint64, error)
+	// Free releases an allocation.
+	Free(ctx context.Context, node int, buffer uint64) error
+	// Copy moves data between the driver's node and RAM.
+	Copy(ctx context.Context, req *CopyRequest) error
+}

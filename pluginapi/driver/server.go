@@ -1,0 +1,83 @@
+package driver
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver/proto"
+)
+
+// Server serves a Driver as the Driver gRPC service, in the plugin process.
+// Errors of the implementation go back with their message intact
+// (base.StatusError).
+type Server struct {
+	proto.UnimplementedDriverServer
+	// Impl is the driver served.
+	Impl Driver
+}
+
+// NewServer returns the Driver service for impl.
+func NewServer(impl Driver) *Server { return &Server{Impl: impl} }
+
+// Fingerprint implements proto.DriverServer.
+func (s *Server) Fingerprint(ctx context.Context, _ *proto.FingerprintRequest) (*proto.FingerprintResponse, error) {
+	fp, err := s.Impl.Fingerprint(ctx)
+	if err != nil {
+		return nil, base.StatusError(err)
+	}
+	if fp == nil {
+		return nil, status.Error(codes.Internal, "Fingerprint returned no fingerprint")
+	}
+	resp := &proto.FingerprintResponse{Arch: string(fp.Arch), Kernels: fp.Kernels}
+	for _, u := range fp.Units {
+		resp.Units = append(resp.Units, &proto.Unit{Name: u.Name, Node: int64(u.Node)})
+	}
+	for _, n := range fp.Nodes {
+		resp.Nodes = append(resp.Nodes, &proto.MemoryNode{Name: n.Name, Bytes: n.Bytes})
+	}
+	return resp, nil
+}
+
+// Init implements proto.DriverServer.
+func (s *Server) Init(ctx context.Context, req *proto.InitRequest) (*proto.InitResponse, error) {
+	if err := s.Impl.Init(ctx, initFromProto(req)); err != nil {
+		return nil, base.StatusError(err)
+	}
+	return &proto.InitResponse{}, nil
+}
+
+// Deinit implements proto.DriverServer.
+func (s *Server) Deinit(ctx context.Context, _ *proto.DeinitRequest) (*proto.DeinitResponse, error) {
+	if err := s.Impl.Deinit(ctx); err != nil {
+		return nil, base.StatusError(err)
+	}
+	return &proto.DeinitResponse{}, nil
+}
+
+// Alloc implements proto.DriverServer.
+func (s *Server) Alloc(ctx context.Context, req *proto.AllocRequest) (*proto.AllocResponse, error) {
+	buf, err := s.Impl.Alloc(ctx, int(req.GetNode()), req.GetSize())
+	if err != nil {
+		return nil, base.StatusError(err)
+	}
+	return &proto.AllocResponse{Buffer: buf}, nil
+}
+
+// Free implements proto.DriverServer.
+func (s *Server) Free(ctx context.Context, req *proto.FreeRequest) (*proto.FreeResponse, error) {
+	if err := s.Impl.Free(ctx, int(req.GetNode()), req.GetBuffer()); err != nil {
+		return nil, base.StatusError(err)
+	}
+	return &proto.FreeResponse{}, nil
+}
+
+// Copy implements proto.DriverServer.
+func (s *Server) Copy(ctx context.Context, req *proto.CopyRequest) (*proto.CopyResponse, error) {
+	if err := s.Impl.Copy(ctx, copyFromProto(req)); err != nil {
+		return nil, base.StatusError(err)
+	}
+	return &proto.CopyResponse{}, nil
+}

@@ -1,0 +1,83 @@
+package iface
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/iface/proto"
+)
+
+// Server serves an Interface as the Interface gRPC service, in the plugin
+// process. Errors of the implementation go back with their message intact
+// (base.StatusError).
+type Server struct {
+	proto.UnimplementedInterfaceServer
+	// Impl is the interface served.
+	Impl Interface
+}
+
+// NewServer returns the Interface service for impl.
+func NewServer(impl Interface) *Server { return &Server{Impl: impl} }
+
+// Describe implements proto.InterfaceServer.
+func (s *Server) Describe(ctx context.Context, req *proto.DescribeRequest) (*proto.DescribeResponse, error) {
+	d, err := s.Impl.Describe(ctx, req.GetMeta())
+	if err != nil {
+		return nil, base.StatusError(err)
+	}
+	if d == nil {
+		return nil, status.Error(codes.Internal, "Describe returned no description")
+	}
+	return &proto.DescribeResponse{Name: d.Name, Buffers: d.Buffers, Size: d.Size, Footprint: d.Footprint}, nil
+}
+
+// CopyPlan implements proto.InterfaceServer.
+func (s *Server) CopyPlan(ctx context.Context, req *proto.CopyPlanRequest) (*proto.CopyPlanResponse, error) {
+	plan, err := s.Impl.CopyPlan(ctx, req.GetMeta())
+	if err != nil {
+		return nil, base.StatusError(err)
+	}
+	resp := &proto.CopyPlanResponse{}
+	for _, r := range plan {
+		resp.Ranges = append(resp.Ranges, &proto.Range{Buffer: int64(r.Buffer), Offset: r.Offset, Len: r.Len})
+	}
+	return resp, nil
+}
+
+// Pack implements proto.InterfaceServer.
+func (s *Server) Pack(ctx context.Context, req *proto.PackRequest) (*proto.PackResponse, error) {
+	n, err := s.Impl.Pack(ctx, req.GetMeta(), spansFromProto(req.GetBuffers()), base.SpanFromProto(req.GetDst()))
+	if err != nil {
+		return nil, base.StatusError(err)
+	}
+	return &proto.PackResponse{Len: n}, nil
+}
+
+// Unpack implements proto.InterfaceServer.
+func (s *Server) Unpack(ctx context.Context, req *proto.UnpackRequest) (*proto.UnpackResponse, error) {
+	if err := s.Impl.Unpack(ctx, req.GetMeta(), base.SpanFromProto(req.GetSrc()), spansFromProto(req.GetBuffers())); err != nil {
+		return nil, base.StatusError(err)
+	}
+	return &proto.UnpackResponse{}, nil
+}
+
+// Compare implements proto.InterfaceServer.
+func (s *Server) Compare(ctx context.Context, req *proto.CompareRequest) (*proto.CompareResponse, error) {
+	eq, err := s.Impl.Compare(ctx, req.GetA(), req.GetB())
+	if err != nil {
+		return nil, base.StatusError(err)
+	}
+	return &proto.CompareResponse{Equal: eq}, nil
+}
+
+// Display implements proto.InterfaceServer.
+func (s *Server) Display(ctx context.Context, req *proto.DisplayRequest) (*proto.DisplayResponse, error) {
+	text, err := s.Impl.Display(ctx, req.GetMeta())
+	if err != nil {
+		return nil, base.StatusError(err)
+	}
+	return &proto.DisplayResponse{Text: text}, nil
+}

@@ -1,0 +1,239 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+	"github.com/starpu-go/starpu/pluginapi/wire"
+)
+
+// Configurable is implemented by policies that take configuration from the
+// config file's plugin block.
+type Configurable interface {
+	ConfigSchema() *base.Schema
+	SetConfig(cfg base.Config) error
+}
+
+// Host runs a Policy over the shared-memory rings: it is the Scheduler a
+// policy author gets for free, used in process by the core's tests and behind
+// gRPC in a plugin process.
+type Host struct {
+	info   base.Info
+	arena  *shm.Arena
+	policy Policy
+
+	mu      sync.Mutex // guards the session fields against concurrent Init/Deinit
+	running bool
+	stop    atomic.Bool
+	done    chan struct{}
+	loopErr error
+
+	events, decisions *shm.Ring
+	bell, coreBell    *shm.Bell
+	spin              int
+	depth             int
+	inflight          []int
+	workers           []Worker
+}
+
+// NewHost wraps policy; info names the plugin (Kind is set to sched).
+func NewHost(a *shm.Arena, policy Policy, info base.Info) *Host {
+	info.Kind = base.KindScheduler
+	if len(info.APIVersions) == 0 {
+		info.APIVersions = []int{base.APIVersion}
+	}
+	return &Host{info: info, arena: a, policy: policy}
+}
+
+// ServePolicy is the whole main() of a scheduler plugin: it serves newPolicy
+// behind the Scheduler contract.
+func ServePolicy(info base.Info, newPolicy func() Policy) {
+	Serve(func(a *shm.Arena, _ hclog.Logger) (Scheduler, error) {
+		return NewHost(a, newPolicy(), info), nil
+	})
+}
+
+// PluginInfo implements base.Plugin.
+func (h *Host) PluginInfo(context.Context) (*base.Info, error) {
+	info := h.info
+	return &info, nil
+}
+
+// ConfigSchema implements base.Plugin.
+func (h *Host) ConfigSchema(context.Context) (*base.Schema, error) {
+	if c, ok := h.policy.(Configurable); ok {
+		return c.ConfigSchema(), nil
+	}
+	return &base.Schema{}, nil
+}
+
+// SetConfig implements base.Plugin.
+func (h *Host) SetConfig(ctx context.Context, cfg base.Config) error {
+	s, _ := h.ConfigSchema(ctx)
+	if err := s.Validate(cfg); err != nil {
+		return fmt.Errorf("sched-%s config: %w", h.info.Name, err)
+	}
+	if c, ok := h.policy.(Configurable); ok {
+		return c.SetConfig(cfg)
+	}
+	return nil
+}
+
+// Init implements Scheduler: it opens the rings, calls the policy's Init and
+// starts the event loop.
+func (h *Host) Init(_ context.Context, req *InitRequest) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running {
+		return errors.New("scheduler already initialised")
+	}
+	if h.arena == nil {
+		return errors.New("scheduler has no shared-memory arena")
+	}
+	if req.QueueDepth < 1 {
+		return fmt.Errorf("queue depth %d: must be at least 1", req.QueueDepth)
+	}
+	var err error
+	if h.events, err = openRing(h.arena, req.Rings.Events); err != nil {
+		return fmt.Errorf("events ring: %w", err)
+	}
+	if h.decisions, err = openRing(h.arena, req.Rings.Decisions); err != nil {
+		return fmt.Errorf("decisions ring: %w", err)
+	}
+	h.bell = h.arena.Bell(req.Rings.Bell)
+	h.coreBell = h.arena.Bell(req.Rings.CoreBell)
+	h.spin = req.SpinIters
+	h.depth = req.QueueDepth
+	maxID := -1
+	for _, w := range req.Workers {
+		if w.ID < 0 {
+			return fmt.Errorf("worker id %d: must not be negative", w.ID)
+		}
+		maxID = max(maxID, w.ID)
+	}
+	h.inflight = make([]int, maxID+1)
+	h.workers = append([]Worker(nil), req.Workers...)
+	if err := h.policy.Init(h.workers); err != nil {
+		return fmt.Errorf("policy init: %w", err)
+	}
+	h.stop.Store(false)
+	h.done = make(chan struct{})
+	h.running = true
+	go h.loop()
+	return nil
+}
+
+// Deinit implements Scheduler.
+func (h *Host) Deinit(context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.running {
+		return nil
+	}
+	h.stop.Store(true)
+	h.bell.Ring()
+	<-h.done
+	h.running = false
+	h.policy.Deinit()
+	return h.loopErr
+}
+
+func openRing(a *shm.Arena, s base.Span) (*shm.Ring, error) {
+	mem, err := a.BytesChecked(s)
+	if err != nil {
+		return nil, err
+	}
+	return shm.OpenRing(mem)
+}
+
+// loop is the policy's thread: drain events into the hooks, then offer every
+// worker with room in its queue a task.
+func (h *Host) loop() {
+	runtime.LockOSThread()
+	defer close(h.done)
+	ready := func() bool { return !h.events.Empty() || h.stop.Load() }
+	for !h.stop.Load() {
+		if !h.bell.Wait(ready, h.spin, 100*time.Millisecond) {
+			continue
+		}
+		if err := h.drain(); err != nil {
+			h.loopErr = err
+			return
+		}
+		n, err := h.offer()
+		if err != nil {
+			h.loopErr = err
+			return
+		}
+		if n > 0 {
+			h.coreBell.Ring()
+		}
+	}
+}
+
+func (h *Host) drain() error {
+	for msg := h.events.Peek(); msg != nil; msg = h.events.Peek() {
+		switch wire.Type(msg) {
+		case wire.TypePush:
+			var p wire.Push
+			if err := p.Decode(msg); err != nil {
+				return err
+			}
+			h.policy.Push(&Task{ID: p.ID, Priority: p.Priority, ArchMask: p.ArchMask,
+				Worker: p.Worker, ReleasedBy: p.ReleasedBy, Codelet: p.Codelet})
+		case wire.TypeDone:
+			var d wire.Done
+			if err := d.Decode(msg); err != nil {
+				return err
+			}
+			if w := int(d.Worker); w >= 0 && w < len(h.inflight) && h.inflight[w] > 0 {
+				h.inflight[w]--
+			}
+			h.policy.PostExec(int(d.Worker), d.ID, d.DurationNs)
+		default:
+			return fmt.Errorf("events ring: unknown message type %d", wire.Type(msg))
+		}
+		h.events.Release()
+	}
+	return nil
+}
+
+func (h *Host) offer() (int, error) {
+	sent := 0
+	alive := func() bool { return !h.stop.Load() }
+	for {
+		progress := false
+		for i := range h.workers {
+			id := h.workers[i].ID
+			if h.inflight[id] >= h.depth {
+				continue
+			}
+			t := h.policy.Pop(id)
+			if t == nil {
+				continue
+			}
+			b, err := h.decisions.ReserveWait(wire.AssignSize, alive)
+			if err != nil {
+				return sent, fmt.Errorf("decisions ring: %w", err)
+			}
+			a := wire.Assign{Worker: int32(id), ID: t.ID}
+			a.Encode(b)
+			h.decisions.Commit()
+			h.inflight[id]++
+			sent++
+			progress = true
+		}
+		if !progress {
+			return sent, nil
+		}
+	}
+}

@@ -1,0 +1,100 @@
+// Package sched is the contract between the core and a scheduling policy
+// plugin, with StarPU's policy hooks.
+//
+// A policy author implements Policy. The SDK wraps a Policy in a Host, which
+// reads scheduling events (tasks made ready, tasks completed) from a
+// shared-memory ring, calls the hooks, and writes decisions (task to worker)
+// to another ring. The core drives a Scheduler: the Host in process, or the
+// gRPC client adapter when the policy runs in its own plugin process; the hot
+// path is the rings in both cases.
+package sched
+
+import (
+	"context"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+)
+
+// Worker is a worker as a policy sees it.
+type Worker struct {
+	ID   int
+	Arch driver.Arch
+	// Node is the runtime-wide memory node the worker computes on.
+	Node int
+}
+
+// Task is a ready task as a policy sees it.
+type Task struct {
+	ID       uint64
+	Priority int32
+	// ArchMask has driver.ArchBit set for every architecture that can run
+	// the task.
+	ArchMask uint32
+	// Worker is the worker the task must run on, or -1.
+	Worker int32
+	// ReleasedBy is the worker whose completed task made this one ready, or
+	// -1 when the application's submit did; locality-minded policies keep the
+	// task there.
+	ReleasedBy int32
+	// Codelet numbers the task's codelet (for per-codelet statistics and models).
+	Codelet uint32
+}
+
+// CanRun reports whether w can execute t.
+func (t *Task) CanRun(w *Worker) bool {
+	if t.Worker >= 0 {
+		return int(t.Worker) == w.ID
+	}
+	return t.ArchMask&driver.ArchBit(w.Arch) != 0
+}
+
+// Policy is a scheduling policy: StarPU's sched_policy hooks. The host calls
+// the hooks from one goroutine, so a policy needs no locking of its own.
+type Policy interface {
+	// Init is called once with the initial workers.
+	Init(workers []Worker) error
+	// AddWorkers and RemoveWorkers change the set of workers.
+	AddWorkers(workers []Worker)
+	RemoveWorkers(ids []int)
+	// Push hands the policy a ready task.
+	Push(t *Task)
+	// Pop asks for a task for worker id; nil when the policy has none it
+	// wants that worker to run now. The host calls it whenever the worker
+	// has room in its queue.
+	Pop(id int) *Task
+	// PostExec tells the policy that task id finished on worker after
+	// running for durationNs.
+	PostExec(worker int, id uint64, durationNs int64)
+	// Deinit is called once at shutdown.
+	Deinit()
+}
+
+// RingRefs locates the scheduler's rings and doorbells in the arena.
+type RingRefs struct {
+	// Events carries pushes and completions from the core to the policy.
+	Events base.Span
+	// Decisions carries assignments from the policy to the core.
+	Decisions base.Span
+	// Bell is the doorbell the policy sleeps on; CoreBell the one it rings.
+	Bell, CoreBell uint64
+}
+
+// InitRequest starts a scheduling session.
+type InitRequest struct {
+	Workers []Worker
+	Rings   RingRefs
+	// QueueDepth bounds the tasks handed to one worker and not yet completed.
+	QueueDepth int
+	SpinIters  int
+}
+
+// Scheduler is what the core drives.
+type Scheduler interface {
+	base.Plugin
+	// Init starts the session: from then on the policy consumes events and
+	// posts decisions on the rings.
+	Init(ctx context.Context, req *InitRequest) error
+	// Deinit stops the session.
+	Deinit(ctx context.Context) error
+}

@@ -1,0 +1,164 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+)
+
+// BellSize is the arena space a Bell takes: Carve(BellSize, 64) gives one a
+// cache line of its own.
+const BellSize = 64
+
+// Bell word offsets inside its BellSize bytes.
+const (
+	bellSeqOff      = 0 // uint32: futex word, bumped by every Ring
+	bellSleepersOff = 4 // uint32: number of waiters about to sleep or asleep
+)
+
+// Linux futex operations. Not the _PRIVATE variants: the word is in a
+// MAP_SHARED mapping and the waiter and the waker are different processes.
+const (
+	futexWait = 0
+	futexWake = 1
+)
+
+// Bell is a futex doorbell for cross-process wake-up: the side that makes
+// something ready (a message in a ring) rings, the side waiting for it waits.
+// A sleeper count lets Ring skip the system call when nobody sleeps, which is
+// the common case when the waiter is still spinning.
+//
+// Why no wake-up is lost: a waiter reads seq, announces itself in sleepers,
+// re-checks ready() and only then sleeps on "seq unchanged"; a ringer makes
+// its condition true, bumps seq, then reads sleepers. All are sync/atomic
+// operations, which the Go memory model makes sequentially consistent (on
+// amd64 they are LOCK-prefixed or XCHG instructions, which order across
+// processes too). So either the ringer sees the sleeper and wakes it (and if
+// the waiter had not gone to sleep yet, the futex sees seq changed and
+// returns at once), or the waiter's re-check, which comes after its
+// announcement and hence after the ringer's read of sleepers, sees the
+// condition true.
+type Bell struct {
+	seq      *atomic.Uint32
+	sleepers *atomic.Uint32
+}
+
+// Bell is the doorbell at control-region offset off, obtained from
+// Carve(BellSize, 64). It returns nil if off is misaligned or outside the
+// arena; BellChecked says why.
+func (a *Arena) Bell(off uint64) *Bell {
+	b, _ := a.BellChecked(off)
+	return b
+}
+
+// BellChecked is Bell with an error for a bad offset, for offsets that come
+// from another process.
+func (a *Arena) BellChecked(off uint64) (*Bell, error) {
+	if off%8 != 0 {
+		return nil, fmt.Errorf("shm: bell at offset %d: not 8-byte aligned", off)
+	}
+	mem, err := a.BytesChecked(base.Span{Offset: off, Size: BellSize})
+	if err != nil {
+		return nil, fmt.Errorf("shm: bell at offset %d: %w", off, err)
+	}
+	return NewBell(mem)
+}
+
+// NewBell is a doorbell over mem, which must be at least 8 bytes, 8-byte
+// aligned and shared by the processes that use it (zeroed the first time).
+// Arena.Bell is the usual way to get one.
+func NewBell(mem []byte) (*Bell, error) {
+	if len(mem) < 8 {
+		return nil, fmt.Errorf("shm: bell needs 8 bytes, got %d", len(mem))
+	}
+	if !aligned(mem, 8) {
+		return nil, errors.New("shm: bell memory not 8-byte aligned")
+	}
+	return &Bell{seq: atomicU32(mem, bellSeqOff), sleepers: atomicU32(mem, bellSleepersOff)}, nil
+}
+
+// Ring wakes the waiters. Call it after making their condition true (after
+// Ring.Commit, say). It makes a system call only if someone sleeps or is
+// about to.
+func (b *Bell) Ring() {
+	b.seq.Add(1)
+	if b.sleepers.Load() != 0 {
+		futex(b.seq, futexWake, math.MaxInt32, nil)
+	}
+}
+
+// Wait returns true as soon as ready() is true, and false if timeout
+// elapses first (timeout <= 0 waits for ever). It polls ready() spin times
+// first, pausing the CPU between polls and yielding it every 64 polls so that
+// on a small machine the process it waits for gets to run; then it sleeps on
+// the futex until rung, re-checking ready() at each wake-up. ready must only
+// read shared state through sync/atomic (Ring.Empty does).
+//
+// Spinning trades CPU for latency: a round trip between two processes that
+// go to sleep at once costs several microseconds of system calls and
+// scheduling, one caught while spinning a fraction of one.
+func (b *Bell) Wait(ready func() bool, spin int, timeout time.Duration) bool {
+	if ready == nil {
+		return false
+	}
+	for i := 0; i < spin; i++ {
+		if ready() {
+			return true
+		}
+		if i&63 == 63 {
+			schedYield()
+		} else {
+			cpuPause()
+		}
+	}
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for {
+		seq := b.seq.Load()
+		b.sleepers.Add(1)
+		if ready() {
+			b.sleepers.Add(^uint32(0))
+			return true
+		}
+		var ts *unix.Timespec
+		if timeout > 0 {
+			left := time.Until(deadline)
+			if left <= 0 {
+				b.sleepers.Add(^uint32(0))
+				return false
+			}
+			t := unix.NsecToTimespec(left.Nanoseconds())
+			ts = &t
+		}
+		// EAGAIN (rung meanwhile), EINTR and ETIMEDOUT all lead to the
+		// same re-check.
+		futex(b.seq, futexWait, seq, ts)
+		b.sleepers.Add(^uint32(0))
+		if ready() {
+			return true
+		}
+	}
+}
+
+// futex is the raw system call. Its errors are not reported: every caller
+// re-checks its condition whatever happened.
+func futex(word *atomic.Uint32, op int, val uint32, ts *unix.Timespec) {
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), uintptr(op), uintptr(val),
+		uintptr(unsafe.Pointer(ts)), 0, 0)
+}
+
+// schedYield gives the CPU to another runnable thread, possibly of another
+// process; x/sys/unix has no wrapper. Raw, as the runtime's own osyield: the
+// call does not block, so there is no point handing the P off.
+func schedYield() {
+	unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+}

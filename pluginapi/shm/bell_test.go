@@ -1,0 +1,116 @@
+package shm
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestBellOffsets(t *testing.T) {
+	a := newArena(t)
+	s, err := a.Carve(BellSize, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		off uint64
+		ok  bool
+	}{
+		{s.Offset, true},
+		{s.Offset + 8, true},
+		{s.Offset + 4, false},
+		{a.Size() - BellSize, true},
+		{a.Size() - 8, false},
+		{a.Size(), false},
+		{^uint64(0) &^ 7, false},
+	}
+	for _, tt := range tests {
+		b, err := a.BellChecked(tt.off)
+		if tt.ok != (err == nil) || tt.ok != (a.Bell(tt.off) != nil) || tt.ok != (b != nil) {
+			t.Errorf("Bell(%d): %v, want ok=%v", tt.off, err, tt.ok)
+		}
+	}
+	if _, err := NewBell(make([]byte, 4)); err == nil {
+		t.Error("NewBell of 4 bytes")
+	}
+	if _, err := NewBell(make([]byte, 16)[4:]); err == nil {
+		t.Error("NewBell of misaligned memory")
+	}
+}
+
+func TestBellWait(t *testing.T) {
+	a := newArena(t)
+	s, err := a.Carve(BellSize, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := a.Bell(s.Offset)
+	yes := func() bool { return true }
+	no := func() bool { return false }
+	if !b.Wait(yes, 0, time.Second) || !b.Wait(yes, 100, 0) {
+		t.Fatal("Wait on a ready condition")
+	}
+	if b.Wait(nil, 10, time.Millisecond) {
+		t.Fatal("Wait(nil) returned true")
+	}
+	for _, spin := range []int{0, 1000} {
+		start := time.Now()
+		if b.Wait(no, spin, 20*time.Millisecond) {
+			t.Fatal("Wait on a false condition returned true")
+		}
+		if el := time.Since(start); el < 20*time.Millisecond || el > 2*time.Second {
+			t.Fatalf("spin %d: 20ms timeout took %v", spin, el)
+		}
+	}
+	b.Ring() // nobody waits: must not block or fail
+	if n := atomicU32(a.Bytes(s), bellSleepersOff).Load(); n != 0 {
+		t.Fatalf("%d sleepers left after timeouts", n)
+	}
+}
+
+// TestBellWakesSleepers: several goroutines sleep on one bell (spin 0, no
+// timeout) and one Ring must wake them all.
+func TestBellWakesSleepers(t *testing.T) {
+	a := newArena(t)
+	s, err := a.Carve(BellSize, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := a.Bell(s.Offset)
+	var flag atomic.Bool
+	done := make(chan bool)
+	for i := 0; i < 4; i++ {
+		go func() { done <- b.Wait(flag.Load, 0, 0) }()
+	}
+	time.Sleep(20 * time.Millisecond) // let them reach the futex
+	flag.Store(true)
+	b.Ring()
+	for i := 0; i < 4; i++ {
+		select {
+		case ok := <-done:
+			if !ok {
+				t.Fatal("Wait without timeout returned false")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("sleeper not woken")
+		}
+	}
+}
+
+// TestBellPingPongCrossProcess bounces 10000 messages off a child process
+// through two rings and two bells; a lost wake-up shows as a 10 s stall.
+// spin 0 sends every wait through the futex.
+func TestBellPingPongCrossProcess(t *testing.T) {
+	for _, spin := range []int{0, 1000} {
+		t.Run(fmt.Sprintf("spin=%d", spin), func(t *testing.T) {
+			a := newArena(t)
+			d, e := newDuplex(t, a, 4096)
+			c := startChild(t, a, "pingpong", append(d.args(), uint64(spin))...)
+			start := time.Now()
+			pingPong(t, e, c, spin, 10000)
+			t.Logf("10000 round trips in %v", time.Since(start))
+			stopPingPong(t, e, c)
+		})
+	}
+}

@@ -1,0 +1,290 @@
+// Package cpudriver is the CPU driver: it runs one worker per CPU core the
+// core asks for, each executing Go kernels by name on buffers that live in the
+// shared-memory arena. It is also the SDK for building a CPU driver with extra
+// kernels: a custom driver-cpu is `cpudriver.Serve(myKernels...)`.
+package cpudriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+	"github.com/starpu-go/starpu/pluginapi/wire"
+)
+
+// Version is the driver's plugin version.
+const Version = "0.1.0"
+
+// Driver is the CPU driver.
+type Driver struct {
+	arena   *shm.Arena
+	log     hclog.Logger
+	kernels []kernel.Kernel
+	units   int
+	// beforeWorkers runs once in Init, before the workers start: the place
+	// to pin a BLAS library to one thread.
+	beforeWorkers func()
+
+	mu      sync.Mutex
+	workers []*worker
+	wg      sync.WaitGroup
+	stop    atomic.Bool
+}
+
+// Option configures a Driver.
+type Option func(*Driver)
+
+// WithKernels adds kernels to the driver; a later kernel with the name of an
+// earlier one replaces it.
+func WithKernels(ks ...kernel.Kernel) Option {
+	return func(d *Driver) { d.kernels = append(d.kernels, ks...) }
+}
+
+// WithSetup runs f once in Init before the workers start.
+func WithSetup(f func()) Option { return func(d *Driver) { d.beforeWorkers = f } }
+
+// New returns a CPU driver over the arena.
+func New(a *shm.Arena, log hclog.Logger, opts ...Option) *Driver {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	d := &Driver{arena: a, log: log, units: runtime.NumCPU()}
+	for _, o := range opts {
+		o(d)
+	}
+	d.kernels = dedupe(d.kernels)
+	return d
+}
+
+func dedupe(ks []kernel.Kernel) []kernel.Kernel {
+	idx := map[string]int{}
+	var out []kernel.Kernel
+	for _, k := range ks {
+		if i, ok := idx[k.Name]; ok {
+			out[i] = k
+			continue
+		}
+		idx[k.Name] = len(out)
+		out = append(out, k)
+	}
+	return out
+}
+
+// Serve is the whole main() of a CPU driver plugin hosting the given kernels.
+func Serve(opts ...Option) {
+	driver.Serve(func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+		return New(a, log, opts...), nil
+	})
+}
+
+// PluginInfo implements base.Plugin.
+func (d *Driver) PluginInfo(context.Context) (*base.Info, error) {
+	return &base.Info{Kind: base.KindDriver, Name: "cpu", Version: Version, APIVersions: []int{base.APIVersion}}, nil
+}
+
+// ConfigSchema implements base.Plugin.
+func (d *Driver) ConfigSchema(context.Context) (*base.Schema, error) {
+	return &base.Schema{Attrs: []base.Attr{
+		{Name: "units", Type: base.AttrInt, Doc: "number of CPU units to report (default: the cores of the machine)"},
+	}}, nil
+}
+
+// SetConfig implements base.Plugin.
+func (d *Driver) SetConfig(ctx context.Context, cfg base.Config) error {
+	s, _ := d.ConfigSchema(ctx)
+	if err := s.Validate(cfg); err != nil {
+		return fmt.Errorf("driver-cpu config: %w", err)
+	}
+	if v, ok := cfg["units"].(int64); ok {
+		if v < 1 {
+			return fmt.Errorf("driver-cpu config: units = %d: must be at least 1", v)
+		}
+		d.units = int(v)
+	}
+	return nil
+}
+
+// Fingerprint implements driver.Driver: one unit per core, all on the RAM node.
+func (d *Driver) Fingerprint(context.Context) (*driver.Fingerprint, error) {
+	fp := &driver.Fingerprint{Arch: driver.CPU}
+	for i := 0; i < d.units; i++ {
+		fp.Units = append(fp.Units, driver.Unit{Name: fmt.Sprintf("CPU %d", i), Node: 0})
+	}
+	for _, k := range d.kernels {
+		fp.Kernels = append(fp.Kernels, k.Name)
+	}
+	return fp, nil
+}
+
+// Init implements driver.Driver.
+func (d *Driver) Init(_ context.Context, req *driver.InitRequest) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.workers) > 0 {
+		return errors.New("driver-cpu: already initialised")
+	}
+	if d.arena == nil {
+		return errors.New("driver-cpu: no shared-memory arena")
+	}
+	var ws []*worker
+	for _, spec := range req.Workers {
+		w, err := d.newWorker(spec, req.SpinIters)
+		if err != nil {
+			return fmt.Errorf("driver-cpu: worker %d: %w", spec.ID, err)
+		}
+		ws = append(ws, w)
+	}
+	if d.beforeWorkers != nil {
+		d.beforeWorkers()
+	}
+	d.stop.Store(false)
+	d.workers = ws
+	for _, w := range ws {
+		d.wg.Add(1)
+		go d.run(w)
+	}
+	return nil
+}
+
+// Deinit implements driver.Driver.
+func (d *Driver) Deinit(context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stop.Store(true)
+	for _, w := range d.workers {
+		w.bell.Ring()
+	}
+	d.wg.Wait()
+	d.workers = nil
+	return nil
+}
+
+// Alloc implements driver.Driver: CPU workers compute in RAM, which the core
+// owns, so there is no device memory to allocate.
+func (d *Driver) Alloc(context.Context, int, uint64) (uint64, error) {
+	return 0, errors.New("driver-cpu: no device memory node (CPU workers use the RAM node)")
+}
+
+// Free implements driver.Driver.
+func (d *Driver) Free(context.Context, int, uint64) error {
+	return errors.New("driver-cpu: no device memory node (CPU workers use the RAM node)")
+}
+
+// Copy implements driver.Driver.
+func (d *Driver) Copy(context.Context, *driver.CopyRequest) error {
+	return errors.New("driver-cpu: no device memory node (CPU workers use the RAM node)")
+}
+
+type worker struct {
+	spec       driver.WorkerSpec
+	dispatch   *shm.Ring
+	completion *shm.Ring
+	bell       *shm.Bell
+	coreBell   *shm.Bell
+	spin       int
+	// reused per task, so that run_once allocates nothing
+	exec wire.Exec
+	kctx kernel.Context
+}
+
+func (d *Driver) newWorker(spec driver.WorkerSpec, spin int) (*worker, error) {
+	dm, err := d.arena.BytesChecked(spec.Dispatch)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch ring: %w", err)
+	}
+	cm, err := d.arena.BytesChecked(spec.Completion)
+	if err != nil {
+		return nil, fmt.Errorf("completion ring: %w", err)
+	}
+	w := &worker{spec: spec, spin: spin, bell: d.arena.Bell(spec.Bell), coreBell: d.arena.Bell(spec.CoreBell)}
+	if w.dispatch, err = shm.OpenRing(dm); err != nil {
+		return nil, fmt.Errorf("dispatch ring: %w", err)
+	}
+	if w.completion, err = shm.OpenRing(cm); err != nil {
+		return nil, fmt.Errorf("completion ring: %w", err)
+	}
+	return w, nil
+}
+
+// run is StarPU's driver cycle for one worker: init, run_once while running,
+// deinit.
+func (d *Driver) run(w *worker) {
+	defer d.wg.Done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ready := func() bool { return !w.dispatch.Empty() || d.stop.Load() }
+	for !d.stop.Load() {
+		if !w.bell.Wait(ready, w.spin, 200*time.Millisecond) {
+			continue
+		}
+		if err := d.runOnce(w); err != nil {
+			d.log.Error("worker stopped", "worker", w.spec.ID, "error", err)
+			return
+		}
+	}
+}
+
+// runOnce executes every task waiting on the worker's dispatch ring.
+func (d *Driver) runOnce(w *worker) error {
+	alive := func() bool { return !d.stop.Load() }
+	for msg := w.dispatch.Peek(); msg != nil; msg = w.dispatch.Peek() {
+		if t := wire.Type(msg); t != wire.TypeExec {
+			return fmt.Errorf("dispatch ring: unexpected message type %d", t)
+		}
+		if err := w.exec.Decode(msg); err != nil {
+			return err
+		}
+		c := wire.Completion{ID: w.exec.ID, StartNs: wire.Now()}
+		if err := d.execute(w); err != nil {
+			c.Failed = true
+			c.Err = []byte(err.Error())
+		}
+		c.EndNs = wire.Now()
+		w.dispatch.Release()
+		b, err := w.completion.ReserveWait(wire.CompletionLen(len(c.Err)), alive)
+		if err != nil {
+			return fmt.Errorf("completion ring: %w", err)
+		}
+		c.Encode(b)
+		w.completion.Commit()
+		w.coreBell.Ring()
+	}
+	return nil
+}
+
+func (d *Driver) execute(w *worker) (err error) {
+	e := &w.exec
+	if int(e.Kernel) >= len(d.kernels) {
+		return fmt.Errorf("driver-cpu: kernel index %d out of range (%d kernels)", e.Kernel, len(d.kernels))
+	}
+	k := &d.kernels[e.Kernel]
+	kc := &w.kctx
+	kc.Buffers = kc.Buffers[:0]
+	for i := range e.Buffers {
+		bd := &e.Buffers[i]
+		mem, err := d.arena.BytesChecked(base.Span{Offset: bd.Offset, Size: bd.Layout.Len()})
+		if err != nil {
+			return fmt.Errorf("kernel %s: buffer %d: %w", k.Name, i, err)
+		}
+		kc.Buffers = append(kc.Buffers, kernel.Buffer{Layout: bd.Layout, Mode: bd.Mode, Bytes: mem})
+	}
+	kc.Arg = e.Arg
+	kc.Worker = w.spec.ID
+	kc.TaskID = e.ID
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("kernel %s panicked: %v", k.Name, r)
+		}
+	}()
+	return k.Func(kc)
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs our benchmarks and StarPU 1.3's side by side, in one go, 2 CPU
+# workers, and prints each pair and the ratio ours/StarPU (lower is better
+# for per-task times, higher for GFlop/s).
+# Usage: scripts/bench-vs-starpu.sh [NTASKS] [CHOLESKY_SIZE] [NBLOCKS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-100000} size=${2:-4096} nb=${3:-16}
+peer=../shared/peers/starpu-baseline.sh
+bin=bin/starpu
+export STARPU_NCPU=2 OPENBLAS_NUM_THREADS=1
+val() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2" | tail -1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+for b in 0 1; do
+  ours=$($bin bench overhead --tasks "$n" --buffers "$b" | tail -1)
+  for s in lws dmda; do
+    theirs=$(STARPU_SCHED=$s bash "$peer" overhead "$n" "$b")
+    echo "chain buffers=$b: ours $(val per_task_us "$ours") us, starpu-$s $(val per_task_us "$theirs") us, ratio $(ratio "$(val per_task_us "$ours")" "$(val per_task_us "$theirs")")"
+  done
+done
+ours=$($bin bench overhead --tasks "$n" --independent | tail -1)
+theirs=$(STARPU_SCHED=lws bash "$peer" async "$n")
+echo "independent: ours $(val per_task_us "$ours") us, starpu-lws $(val per_task_us "$theirs") us, ratio $(ratio "$(val per_task_us "$ours")" "$(val per_task_us "$theirs")")"
+ours=$($bin run cholesky --precision single --size "$size" --nblocks "$nb" | tail -1)
+theirs=$(bash "$peer" cholesky "$size" "$nb" lws)
+echo "cholesky $size/$nb: ours $(val gflops "$ours") GFlop/s (verified=$(val verified "$ours")), starpu-lws $(val gflops "$theirs") GFlop/s, ratio $(ratio "$(val gflops "$ours")" "$(val gflops "$theirs")")"
