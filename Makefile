@@ -1,5 +1,40 @@
-# Build targets are the lead's; this file so far only regenerates the plugin
-# protos.
+# `make` builds the tool and the plugins; `make demo` and `make test` are
+# README's two commands; `make proto` regenerates the plugin contracts.
+
+GO ?= go
+BIN := bin
+PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws
+# Packages whose tests run under the race detector: the runtime and the
+# contracts. The plugins' and tools' tests run without it (cgo BLAS under
+# -race is slow and has no shared state to check).
+RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/...
+PLAIN_PKGS := ./plugins/driver-cpu/... ./cmd/... ./examples/...
+
+.PHONY: all build demo test setup bench
+all: build
+
+build:
+	$(GO) build -o $(BIN)/starpu ./cmd/starpu
+	$(GO) build -o $(BIN)/plugins/driver-cpu ./plugins/driver-cpu
+	$(GO) build -o $(BIN)/plugins/sched-ws ./plugins/sched-ws
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup build
+	$(BIN)/starpu machine
+	$(BIN)/starpu run cholesky --precision single --size 4096 --nblocks 16
+
+test: setup build
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 20m $(PLAIN_PKGS)
+
+# Side-by-side figures with StarPU 1.3 from Debian (installs it if missing).
+bench: build
+	bash scripts/setup.sh --peers
+	bash scripts/bench-vs-starpu.sh
+
 #
 # Tools: protoc (/usr/bin/protoc, Debian/Ubuntu package protobuf-compiler) and
 # the two Go code generators, installed into $(go env GOPATH)/bin with (one

@@ -26,6 +26,9 @@ const (
 	dispatchRingCap    = 1 << 17
 	completionRingCap  = 1 << 16
 	livenessCheckEvery = 50 * time.Millisecond
+	// queuedWork is how much predicted work the scheduler keeps queued on
+	// each worker: enough to cover a decision's trip across the processes.
+	queuedWork = 100 * time.Microsecond
 )
 
 func controlBytes(workers int) uint64 {
@@ -51,7 +54,8 @@ type workerState struct {
 	dispatch   *shm.Ring
 	completion *shm.Ring
 	bell       *shm.Bell
-	mustRing   bool // the engine posted tasks since it last rang the bell
+	mustRing   bool   // the engine posted tasks since it last rang the bell
+	overflow   []*job // assigned tasks waiting for room in the dispatch ring
 }
 
 // engine moves tasks between the core, the scheduler and the workers: the
@@ -219,6 +223,8 @@ func (e *engine) loop() {
 		e.coreBell.Wait(e.hasWork, e.spin, livenessCheckEvery)
 		e.drainDecisions()
 		e.drainCompletions()
+		e.flushOverflow()
+		e.ringWorkers()
 		if time.Since(e.lastCheck) >= livenessCheckEvery {
 			e.checkPlugins()
 		}
@@ -236,6 +242,10 @@ func (e *engine) drainDecisions() {
 		e.decisions.Release()
 		e.dispatch(int(a.Worker), a.ID)
 	}
+}
+
+// ringWorkers wakes the workers that were posted tasks.
+func (e *engine) ringWorkers() {
 	for _, w := range e.rt.workers {
 		if w.mustRing {
 			w.mustRing = false
@@ -257,21 +267,28 @@ func (e *engine) dispatch(wid int, id uint64) {
 	}
 	w := e.rt.workers[wid]
 	j.worker = int32(wid)
+	if len(w.overflow) > 0 || !e.post(w, j) {
+		w.overflow = append(w.overflow, j)
+	}
+}
+
+// post writes task j into w's dispatch ring; false when the ring has no
+// room now. The engine never waits for a worker: it would not drain the
+// worker's completions meanwhile.
+func (e *engine) post(w *workerState, j *job) bool {
 	if w.drv.dead.Load() {
-		e.fail(j, wid, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, wid, j.name()))
-		return
+		e.fail(j, w.id, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, w.id, j.name()))
+		return true
 	}
 	k := j.cl.kernel[w.driverIdx]
 	if k < 0 {
-		e.fail(j, wid, fmt.Errorf("%w: scheduler assigned task %q to worker %d (%s), which has no kernel for it", ErrNoWorker, j.name(), wid, w.drv.fp.Arch))
-		return
+		e.fail(j, w.id, fmt.Errorf("%w: scheduler assigned task %q to worker %d (%s), which has no kernel for it", ErrNoWorker, j.name(), w.id, w.drv.fp.Arch))
+		return true
 	}
 	t := j.task
-	n := wire.ExecSize(len(t.Handles), len(t.Arg))
-	b, err := w.dispatch.ReserveWait(n, func() bool { return !w.drv.dead.Load() && !e.stopping.Load() })
-	if err != nil {
-		e.fail(j, wid, fmt.Errorf("dispatch to worker %d: %w", wid, err))
-		return
+	b := w.dispatch.Reserve(wire.ExecSize(len(t.Handles), len(t.Arg)))
+	if b == nil {
+		return false
 	}
 	wire.PutExecHeader(b, j.id, uint32(k), len(t.Handles), len(t.Arg))
 	p := b[wire.ExecHeaderSize:]
@@ -282,6 +299,21 @@ func (e *engine) dispatch(wid int, id uint64) {
 	copy(p, t.Arg)
 	w.dispatch.Commit()
 	w.mustRing = true
+	return true
+}
+
+// flushOverflow posts the tasks that found a worker's ring full.
+func (e *engine) flushOverflow() {
+	for _, w := range e.rt.workers {
+		n := 0
+		for n < len(w.overflow) && e.post(w, w.overflow[n]) {
+			n++
+		}
+		if n > 0 {
+			clear(w.overflow[:n])
+			w.overflow = w.overflow[n:]
+		}
+	}
 }
 
 // fail completes a task that was assigned but could not run, returning the

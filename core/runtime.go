@@ -98,7 +98,7 @@ type driverInst struct {
 // Init starts a runtime: it loads the configuration, creates the
 // shared-memory arena, starts the driver and scheduler plugins, and brings up
 // one worker per device unit.
-func Init(ctx context.Context, opt Options) (rt *Runtime, err error) {
+func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	cfg := opt.Config
 	if cfg == nil {
 		getenv := opt.Getenv
@@ -115,7 +115,7 @@ func Init(ctx context.Context, opt Options) (rt *Runtime, err error) {
 	if log == nil {
 		log = hclog.New(&hclog.LoggerOptions{Name: "starpu", Level: hclog.LevelFromString(cfg.LogLevel), Output: os.Stderr})
 	}
-	rt = &Runtime{cfg: cfg, log: log, tags: map[TagID]*tagState{}, handles: map[*Handle]struct{}{}}
+	rt := &Runtime{cfg: cfg, log: log, tags: map[TagID]*tagState{}, handles: map[*Handle]struct{}{}}
 	rt.idle = sync.NewCond(&rt.idleMu)
 	if opt.Trace {
 		rt.trace = &tracer{}
@@ -344,7 +344,8 @@ func (rt *Runtime) start(ctx context.Context) error {
 	for _, w := range rt.workers {
 		ws = append(ws, sched.Worker{ID: w.id, Arch: w.drv.fp.Arch, Node: 0})
 	}
-	if err := rt.sched.Init(ctx, &sched.InitRequest{Workers: ws, Rings: e.schedRings, QueueDepth: rt.cfg.QueueDepth, SpinIters: rt.cfg.SpinIters}); err != nil {
+	if err := rt.sched.Init(ctx, &sched.InitRequest{Workers: ws, Rings: e.schedRings,
+		QueueDepth: rt.cfg.QueueDepth, MaxQueueDepth: config.MaxQueueDepth, QueuedWork: queuedWork, SpinIters: rt.cfg.SpinIters}); err != nil {
 		return fmt.Errorf("scheduler %s: init: %w", rt.cfg.Sched, err)
 	}
 	e.start()

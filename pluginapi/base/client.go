@@ -18,6 +18,10 @@ import (
 // ErrPluginExited) tells a crashed plugin from a plugin that refused a call.
 var ErrPluginExited = errors.New("plugin process exited")
 
+// clientConnClosing is the message of grpc.ErrClientConnClosing (deprecated
+// as a value), which a call on a closed connection fails with.
+const clientConnClosing = "grpc: the client connection is closing"
+
 // RemoteError is an error returned by the plugin side of a call: Message is
 // the plugin's error text, intact. Its Error() is "plugin <kind>-<name>:
 // <message>".
@@ -33,6 +37,19 @@ type RemoteError struct {
 
 // Error implements error.
 func (e *RemoteError) Error() string { return "plugin " + e.Plugin + ": " + e.Message }
+
+// Unwrap makes a call that failed on a deadline or a cancellation match
+// context.DeadlineExceeded or context.Canceled with errors.Is, whichever
+// side noticed it first.
+func (e *RemoteError) Unwrap() error {
+	switch e.Code {
+	case codes.DeadlineExceeded:
+		return context.DeadlineExceeded
+	case codes.Canceled:
+		return context.Canceled
+	}
+	return nil
+}
 
 // BasePluginClient implements Plugin over a gRPC connection to a plugin
 // process. The client adapter of every kind embeds it, so the base methods
@@ -76,10 +93,10 @@ func (c *BasePluginClient) Label() string {
 func (c *BasePluginClient) Done() <-chan struct{} { return c.doneCtx.Done() }
 
 // Err turns the error of a gRPC call made with ctx into the error the Go
-// interface returns: nil stays nil; the caller's own cancellation or
-// deadline wraps ctx.Err(); a lost connection or an exited plugin wraps
-// ErrPluginExited; anything else is a *RemoteError carrying the plugin's
-// message intact.
+// interface returns: nil stays nil; a lost connection or an exited plugin
+// wraps ErrPluginExited; anything else is a *RemoteError carrying the
+// plugin's message intact, which matches context.DeadlineExceeded or
+// context.Canceled when the call ran out of time or was cancelled.
 func (c *BasePluginClient) Err(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
@@ -89,17 +106,15 @@ func (c *BasePluginClient) Err(ctx context.Context, err error) error {
 	if !ok {
 		return fmt.Errorf("plugin %s: %w", label, err)
 	}
-	switch st.Code() {
-	case codes.Canceled, codes.DeadlineExceeded:
-		if ctx != nil && ctx.Err() != nil {
-			return fmt.Errorf("plugin %s: %w", label, ctx.Err())
-		}
-		if c.doneCtx.Err() != nil {
-			return fmt.Errorf("plugin %s: %w", label, ErrPluginExited)
-		}
-	case codes.Unavailable:
+	switch {
+	case st.Code() == codes.Unavailable:
 		// On a local socket, unavailable means the process is gone or going.
 		return fmt.Errorf("plugin %s: %w (%s)", label, ErrPluginExited, st.Message())
+	case st.Code() == codes.Canceled && (ctx == nil || ctx.Err() == nil) &&
+		(c.doneCtx.Err() != nil || st.Message() == clientConnClosing):
+		// Not the caller's cancellation: the connection was closed, by
+		// go-plugin because the process exited or by Kill.
+		return fmt.Errorf("plugin %s: %w", label, ErrPluginExited)
 	}
 	return &RemoteError{Plugin: label, Code: st.Code(), Message: st.Message()}
 }

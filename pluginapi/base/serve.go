@@ -28,7 +28,7 @@ const ParentPollInterval = 200 * time.Millisecond
 //
 //   - refuses to run when not started by the runtime: without the handshake
 //     cookie it prints NotStartedByRuntime and go-plugin's own message and
-//     exits 1; without the arena descriptor at ArenaFD it prints
+//     exits 1; without the arena (a sealed memfd) at ArenaFD it prints
 //     NotStartedByRuntime and exits 1;
 //   - builds the plugin's logger: hclog JSON on stderr, which go-plugin on the
 //     core side forwards into the core's log under the plugin's name, at the
@@ -48,7 +48,10 @@ func ServeKind(kind Kind, open func(arenaFD uintptr, log hclog.Logger) (plugin.P
 		plugin.Serve(&plugin.ServeConfig{HandshakeConfig: Handshake})
 		os.Exit(1)
 	}
-	if _, err := unix.FcntlInt(ArenaFD, unix.F_GETFD, 0); err != nil {
+	// The arena is a sealed memfd; F_GET_SEALS fails on anything else. Only
+	// testing that the descriptor is open would not do: without one, the Go
+	// runtime itself may hold fd 3 (cgroup files read for GOMAXPROCS).
+	if _, err := unix.FcntlInt(ArenaFD, unix.F_GET_SEALS, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "%s (no shared-memory arena on file descriptor %d).\n", NotStartedByRuntime, ArenaFD)
 		os.Exit(1)
 	}

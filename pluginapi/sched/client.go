@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -60,6 +61,8 @@ func initToProto(req *InitRequest) *proto.InitRequest {
 	}
 	out.QueueDepth = int64(req.QueueDepth)
 	out.SpinIters = int64(req.SpinIters)
+	out.MaxQueueDepth = int64(req.MaxQueueDepth)
+	out.QueuedWorkNs = req.QueuedWork.Nanoseconds()
 	return out
 }
 
@@ -71,8 +74,10 @@ func initFromProto(req *proto.InitRequest) *InitRequest {
 			Bell:      req.GetRings().GetBell(),
 			CoreBell:  req.GetRings().GetCoreBell(),
 		},
-		QueueDepth: int(req.GetQueueDepth()),
-		SpinIters:  int(req.GetSpinIters()),
+		QueueDepth:    int(req.GetQueueDepth()),
+		SpinIters:     int(req.GetSpinIters()),
+		MaxQueueDepth: int(req.GetMaxQueueDepth()),
+		QueuedWork:    time.Duration(req.GetQueuedWorkNs()),
 	}
 	for _, w := range req.GetWorkers() {
 		out.Workers = append(out.Workers, Worker{ID: int(w.GetId()), Arch: driver.Arch(w.GetArch()), Node: int(w.GetNode())})

@@ -37,12 +37,14 @@ type Host struct {
 	done    chan struct{}
 	loopErr error
 
-	events, decisions *shm.Ring
-	bell, coreBell    *shm.Bell
-	spin              int
-	depth             int
-	inflight          []int
-	workers           []Worker
+	events, decisions  *shm.Ring
+	bell, coreBell     *shm.Bell
+	spin               int
+	minDepth, maxDepth int
+	queuedWorkNs       float64
+	inflight           []int
+	meanNs             []float64 // moving average of task durations, per worker
+	workers            []Worker
 }
 
 // NewHost wraps policy; info names the plugin (Kind is set to sched).
@@ -112,7 +114,8 @@ func (h *Host) Init(_ context.Context, req *InitRequest) error {
 	h.bell = h.arena.Bell(req.Rings.Bell)
 	h.coreBell = h.arena.Bell(req.Rings.CoreBell)
 	h.spin = req.SpinIters
-	h.depth = req.QueueDepth
+	h.minDepth, h.maxDepth = req.QueueDepth, max(req.QueueDepth, req.MaxQueueDepth)
+	h.queuedWorkNs = float64(req.QueuedWork.Nanoseconds())
 	maxID := -1
 	for _, w := range req.Workers {
 		if w.ID < 0 {
@@ -121,6 +124,7 @@ func (h *Host) Init(_ context.Context, req *InitRequest) error {
 		maxID = max(maxID, w.ID)
 	}
 	h.inflight = make([]int, maxID+1)
+	h.meanNs = make([]float64, maxID+1)
 	h.workers = append([]Worker(nil), req.Workers...)
 	if err := h.policy.Init(h.workers); err != nil {
 		return fmt.Errorf("policy init: %w", err)
@@ -197,6 +201,7 @@ func (h *Host) drain() error {
 			}
 			if w := int(d.Worker); w >= 0 && w < len(h.inflight) && h.inflight[w] > 0 {
 				h.inflight[w]--
+				h.observe(w, d.DurationNs)
 			}
 			h.policy.PostExec(int(d.Worker), d.ID, d.DurationNs)
 		default:
@@ -207,6 +212,27 @@ func (h *Host) drain() error {
 	return nil
 }
 
+// observe folds a task duration into the worker's moving average.
+func (h *Host) observe(w int, ns int64) {
+	const weight = 0.125
+	d := float64(max(ns, 1))
+	if h.meanNs[w] == 0 {
+		h.meanNs[w] = d
+	} else {
+		h.meanNs[w] += weight * (d - h.meanNs[w])
+	}
+}
+
+// depth is how many tasks worker w may hold: enough for QueuedWork of its
+// recent tasks, within [QueueDepth, MaxQueueDepth].
+func (h *Host) depth(w int) int {
+	if h.maxDepth == h.minDepth || h.meanNs[w] == 0 {
+		return h.minDepth
+	}
+	n := int(h.queuedWorkNs/h.meanNs[w]) + 1
+	return min(max(n, h.minDepth), h.maxDepth)
+}
+
 func (h *Host) offer() (int, error) {
 	sent := 0
 	alive := func() bool { return !h.stop.Load() }
@@ -214,7 +240,7 @@ func (h *Host) offer() (int, error) {
 		progress := false
 		for i := range h.workers {
 			id := h.workers[i].ID
-			if h.inflight[id] >= h.depth {
+			if h.inflight[id] >= h.depth(id) {
 				continue
 			}
 			t := h.policy.Pop(id)

@@ -11,6 +11,7 @@ package sched
 
 import (
 	"context"
+	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
@@ -84,9 +85,16 @@ type RingRefs struct {
 type InitRequest struct {
 	Workers []Worker
 	Rings   RingRefs
-	// QueueDepth bounds the tasks handed to one worker and not yet completed.
-	QueueDepth int
-	SpinIters  int
+	// QueueDepth bounds the tasks handed to one worker and not yet
+	// completed. When MaxQueueDepth is larger, the bound adapts per worker
+	// between the two so that about QueuedWork of predicted work waits in
+	// the worker's queue: short tasks get deep queues (the worker never
+	// idles while the next decision crosses the processes), long ones stay
+	// stealable by other workers.
+	QueueDepth    int
+	MaxQueueDepth int
+	QueuedWork    time.Duration
+	SpinIters     int
 }
 
 // Scheduler is what the core drives.

@@ -164,6 +164,8 @@ type InitRequest struct {
 	Rings         *RingRefs              `protobuf:"bytes,2,opt,name=rings,proto3" json:"rings,omitempty"`
 	QueueDepth    int64                  `protobuf:"varint,3,opt,name=queue_depth,json=queueDepth,proto3" json:"queue_depth,omitempty"`
 	SpinIters     int64                  `protobuf:"varint,4,opt,name=spin_iters,json=spinIters,proto3" json:"spin_iters,omitempty"`
+	MaxQueueDepth int64                  `protobuf:"varint,5,opt,name=max_queue_depth,json=maxQueueDepth,proto3" json:"max_queue_depth,omitempty"`
+	QueuedWorkNs  int64                  `protobuf:"varint,6,opt,name=queued_work_ns,json=queuedWorkNs,proto3" json:"queued_work_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -222,6 +224,20 @@ func (x *InitRequest) GetQueueDepth() int64 {
 func (x *InitRequest) GetSpinIters() int64 {
 	if x != nil {
 		return x.SpinIters
+	}
+	return 0
+}
+
+func (x *InitRequest) GetMaxQueueDepth() int64 {
+	if x != nil {
+		return x.MaxQueueDepth
+	}
+	return 0
+}
+
+func (x *InitRequest) GetQueuedWorkNs() int64 {
+	if x != nil {
+		return x.QueuedWorkNs
 	}
 	return 0
 }
@@ -347,14 +363,16 @@ const file_pluginapi_sched_proto_sched_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x01(\v2\x19.starpu.plugins.base.SpanR\x06events\x127\n" +
 	"\tdecisions\x18\x02 \x01(\v2\x19.starpu.plugins.base.SpanR\tdecisions\x12\x12\n" +
 	"\x04bell\x18\x03 \x01(\x04R\x04bell\x12\x1b\n" +
-	"\tcore_bell\x18\x04 \x01(\x04R\bcoreBell\"\xbb\x01\n" +
+	"\tcore_bell\x18\x04 \x01(\x04R\bcoreBell\"\x89\x02\n" +
 	"\vInitRequest\x126\n" +
 	"\aworkers\x18\x01 \x03(\v2\x1c.starpu.plugins.sched.WorkerR\aworkers\x124\n" +
 	"\x05rings\x18\x02 \x01(\v2\x1e.starpu.plugins.sched.RingRefsR\x05rings\x12\x1f\n" +
 	"\vqueue_depth\x18\x03 \x01(\x03R\n" +
 	"queueDepth\x12\x1d\n" +
 	"\n" +
-	"spin_iters\x18\x04 \x01(\x03R\tspinIters\"\x0e\n" +
+	"spin_iters\x18\x04 \x01(\x03R\tspinIters\x12&\n" +
+	"\x0fmax_queue_depth\x18\x05 \x01(\x03R\rmaxQueueDepth\x12$\n" +
+	"\x0equeued_work_ns\x18\x06 \x01(\x03R\fqueuedWorkNs\"\x0e\n" +
 	"\fInitResponse\"\x0f\n" +
 	"\rDeinitRequest\"\x10\n" +
 	"\x0eDeinitResponse2\xaf\x01\n" +

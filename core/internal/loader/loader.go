@@ -1,0 +1,280 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"golang.org/x/sys/unix"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/iface"
+	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+)
+
+// DefaultStartTimeout bounds a plugin's start (process start and go-plugin
+// handshake) and then its PluginInfo call when Options.StartTimeout is zero.
+const DefaultStartTimeout = 10 * time.Second
+
+// Options are what Launch needs besides the candidate.
+type Options struct {
+	// Arena is the core's shared-memory arena, passed to the plugin as file
+	// descriptor base.ArenaFD. Required.
+	Arena *shm.Arena
+	// Logger receives go-plugin's messages about the process and the
+	// plugin's own log lines, named "<kind>-<name>" (the binary's name).
+	// Nil discards them.
+	Logger hclog.Logger
+	// StartTimeout bounds the start and the handshake, then the PluginInfo
+	// call; zero means DefaultStartTimeout.
+	StartTimeout time.Duration
+}
+
+// Plugin is a running plugin process.
+type Plugin struct {
+	Candidate
+	// Info is what the plugin said it is; Kind and Name match the
+	// candidate's and APIVersions holds base.APIVersion.
+	Info *base.Info
+
+	client *plugin.Client
+	raw    any
+	pid    int
+}
+
+// Launch starts candidate c as a plugin process and checks it is the plugin
+// its file name says. The process gets the arena as file descriptor
+// base.ArenaFD, SIGKILL when the core dies, the core's environment plus
+// OPENBLAS_NUM_THREADS=1 (a worker is one thread; BLAS libraries must not
+// start their own) and the core's log level (base.EnvLogLevel).
+//
+// Every failure kills the process and returns an error that names the
+// plugin and its path and says what happened: binary missing, not
+// executable, not a starpu plugin (handshake refused or never answered),
+// exited during start (with its exit status and the end of its stderr), or
+// not the kind or name its file name says.
+//
+// ctx bounds the PluginInfo call; the process start itself is bounded by
+// opt.StartTimeout.
+func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("plugin %s (%s): %s", c.Label(), c.Path, fmt.Sprintf(format, args...))
+	}
+	if !knownKind(c.Kind) {
+		return nil, fail("unknown plugin kind %q", c.Kind)
+	}
+	if opt.Arena == nil {
+		return nil, fail("no shared-memory arena to give it")
+	}
+	fi, err := os.Stat(c.Path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fail("binary missing")
+	case err != nil:
+		return nil, fail("%v", err)
+	case !fi.Mode().IsRegular():
+		return nil, fail("not a regular file (%s)", fi.Mode())
+	case fi.Mode().Perm()&0o111 == 0 || unix.Access(c.Path, unix.X_OK) != nil:
+		return nil, fail("not executable (mode %s)", fi.Mode().Perm())
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fail("%v", err)
+	}
+
+	logger := opt.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	timeout := opt.StartTimeout
+	if timeout <= 0 {
+		timeout = DefaultStartTimeout
+	}
+	named := logger.Named(c.Label())
+
+	cmd := exec.Command(c.Path)
+	cmd.ExtraFiles = []*os.File{opt.Arena.File()} // fd 3 == base.ArenaFD
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Env = append(os.Environ(),
+		"OPENBLAS_NUM_THREADS=1",
+		base.EnvLogLevel+"="+logLevel(logger),
+	)
+	stderr := &tailWriter{max: 8 << 10}
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  base.Handshake,
+		VersionedPlugins: pluginSets(c.Label()),
+		Cmd:              cmd,
+		// The environment is set above, so that ours wins over the core's.
+		SkipHostEnv:      true,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		// go-plugin names the plugin's log lines after the binary, which is
+		// "<kind>-<name>"; naming this logger too would name them twice.
+		Logger:       logger,
+		StartTimeout: timeout,
+		Stderr:       stderr,
+		// What the plugin writes to os.Stdout and os.Stderr (not through
+		// its logger) ends in the core's log, not on the core's terminal.
+		SyncStdout: named.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Info}),
+		SyncStderr: named.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
+	})
+
+	var rpc plugin.ClientProtocol
+	onSpawnThread(func() { rpc, err = client.Client() })
+	if err != nil {
+		client.Kill() // also waits for the process, so cmd.ProcessState is set
+		return nil, fail("%s", startFailure(err, cmd, timeout, stderr))
+	}
+	p := &Plugin{Candidate: c, client: client}
+	if cmd.Process != nil {
+		p.pid = cmd.Process.Pid
+	}
+	killFail := func(format string, args ...any) (*Plugin, error) {
+		client.Kill()
+		return nil, fail(format, args...)
+	}
+	raw, err := rpc.Dispense(string(c.Kind))
+	if err != nil {
+		return killFail("dispense %s: %v", c.Kind, err)
+	}
+	bp, ok := raw.(base.Plugin)
+	if !ok {
+		return killFail("dispensed %T, not a plugin", raw)
+	}
+	p.raw = raw
+
+	infoCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	info, err := bp.PluginInfo(infoCtx)
+	switch {
+	case err != nil:
+		return killFail("plugin info: %v", err)
+	case info.Kind != c.Kind:
+		return killFail("wrong kind: it is a %q plugin named %q, not a %q plugin", info.Kind, info.Name, c.Kind)
+	case info.Name != c.Name:
+		return killFail("wrong name: it says it is %s-%s", info.Kind, info.Name)
+	case !slices.Contains(info.APIVersions, base.APIVersion):
+		return killFail("speaks plugin API versions %v, not %d", info.APIVersions, base.APIVersion)
+	}
+	p.Info = info
+	named.Debug("plugin started", "path", c.Path, "pid", p.pid, "version", info.Version)
+	return p, nil
+}
+
+// pluginSets is what the core can dispense from a plugin process: the
+// client half of every kind, labelled for errors.
+func pluginSets(label string) map[int]plugin.PluginSet {
+	return map[int]plugin.PluginSet{
+		base.APIVersion: {
+			string(base.KindDriver):    &driver.Plugin{Name: label},
+			string(base.KindScheduler): &sched.Plugin{Name: label},
+			string(base.KindInterface): &iface.Plugin{Name: label},
+		},
+	}
+}
+
+// logLevel is the level to give a plugin: the core's, so that the plugin
+// does not format lines the core drops.
+func logLevel(l hclog.Logger) string {
+	lv := l.GetLevel()
+	if lv == hclog.NoLevel || lv == hclog.Off {
+		return "info"
+	}
+	return lv.String()
+}
+
+// startFailure says why client.Client() failed, from go-plugin's error, the
+// process's exit status and its stderr.
+func startFailure(err error, cmd *exec.Cmd, timeout time.Duration, stderr *tailWriter) string {
+	msg := err.Error()
+	ps := cmd.ProcessState
+	exited := ps != nil && ps.Exited()
+	var what string
+	const unrecognized = "Unrecognized remote plugin message: "
+	switch {
+	case cmd.Process == nil:
+		what = "cannot start it: " + msg
+	case strings.Contains(msg, "timeout while waiting for plugin to start"):
+		what = fmt.Sprintf("not a starpu plugin: no go-plugin handshake within %s", timeout)
+	case strings.HasPrefix(msg, unrecognized) && firstLine(msg[len(unrecognized):]) != "":
+		what = fmt.Sprintf("handshake refused, not a starpu plugin: it printed %q where the go-plugin handshake was expected",
+			firstLine(msg[len(unrecognized):]))
+		if exited {
+			what += fmt.Sprintf(" (exit status %d)", ps.ExitCode())
+		}
+	case exited:
+		what = fmt.Sprintf("exited during start with exit status %d", ps.ExitCode())
+	case ps != nil && !ps.Success():
+		what = fmt.Sprintf("died during start (%s)", ps)
+	default:
+		what = "handshake failed: " + firstLine(msg)
+	}
+	if tail := stderr.Tail(10); tail != "" {
+		what += "; its stderr ends with:\n" + tail
+	}
+	return what
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return strings.TrimSpace(s)
+}
+
+// Driver is the plugin as a driver.Driver: the gRPC client adapter. It is an
+// error if the plugin is of another kind.
+func (p *Plugin) Driver() (driver.Driver, error) {
+	if d, ok := p.raw.(driver.Driver); ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("plugin %s is a %s plugin, not a driver", p.Label(), p.Kind)
+}
+
+// Scheduler is the plugin as a sched.Scheduler: the gRPC client adapter. It
+// is an error if the plugin is of another kind.
+func (p *Plugin) Scheduler() (sched.Scheduler, error) {
+	if s, ok := p.raw.(sched.Scheduler); ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("plugin %s is a %s plugin, not a scheduler", p.Label(), p.Kind)
+}
+
+// Interface is the plugin as an iface.Interface: the gRPC client adapter.
+// It is an error if the plugin is of another kind.
+func (p *Plugin) Interface() (iface.Interface, error) {
+	if i, ok := p.raw.(iface.Interface); ok {
+		return i, nil
+	}
+	return nil, fmt.Errorf("plugin %s is a %s plugin, not a data interface", p.Label(), p.Kind)
+}
+
+// Exited reports whether the plugin process has exited: crashed, killed or
+// shut down by Kill. Calls to an exited plugin fail with errors wrapping
+// base.ErrPluginExited.
+func (p *Plugin) Exited() bool { return p.client.Exited() }
+
+// Done is closed when the plugin process has exited, for the core to watch
+// for crashes without polling Exited.
+func (p *Plugin) Done() <-chan struct{} {
+	if d, ok := p.raw.(interface{ Done() <-chan struct{} }); ok {
+		return d.Done()
+	}
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// Pid is the plugin process's id.
+func (p *Plugin) Pid() int { return p.pid }
+
+// Kill shuts the plugin down gracefully (go-plugin asks it to stop and waits
+// up to two seconds before killing it) and waits for the process to end.
+// It may be called more than once.
+func (p *Plugin) Kill() { p.client.Kill() }

@@ -1,0 +1,348 @@
+package loader
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+)
+
+func TestDiscover(t *testing.T) {
+	dir := t.TempDir()
+	exe := func(name string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe("sched-ws")
+	exe("driver-cpu")
+	exe("iface-csr")
+	exe("driver-cuda-12")
+	exe("foo-bar") // unknown kind
+	exe("driver-") // no name
+	exe("sched")   // no name
+	exe("README")  // not a plugin name
+	if err := os.WriteFile(filepath.Join(dir, "driver-noexec"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sched-dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "iface-csr"), filepath.Join(dir, "iface-link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "missing"), filepath.Join(dir, "iface-dangling")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Discover(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := func(kind base.Kind, name string) Candidate {
+		return Candidate{Path: filepath.Join(dir, string(kind)+"-"+name), Kind: kind, Name: name}
+	}
+	want := []Candidate{
+		c(base.KindDriver, "cpu"), c(base.KindDriver, "cuda-12"),
+		c(base.KindScheduler, "ws"),
+		c(base.KindInterface, "csr"), c(base.KindInterface, "link"),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Discover:\n got %+v\nwant %+v", got, want)
+	}
+	if l := want[1].Label(); l != "driver-cuda-12" {
+		t.Fatalf("Label %q", l)
+	}
+}
+
+func TestDiscoverMissingDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "no-such-plugins")
+	_, err := Discover(dir)
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("error %v, want one naming %s as missing", err, dir)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	if _, err := Discover(file); err == nil || !strings.Contains(err.Error(), file) {
+		t.Fatalf("error %v, want one naming %s", err, file)
+	}
+}
+
+// launchErr launches c and checks that it fails with an error naming the
+// plugin and its path and containing every one of wants.
+func launchErr(t *testing.T, c Candidate, timeout time.Duration, wants ...string) error {
+	t.Helper()
+	log, _ := testLogger(t)
+	_, err := Launch(context.Background(), c, Options{Arena: newArena(t), Logger: log, StartTimeout: timeout})
+	if err == nil {
+		t.Fatal("Launch succeeded")
+	}
+	prefix := "plugin " + c.Label() + " (" + c.Path + "): "
+	if !strings.HasPrefix(err.Error(), prefix) {
+		t.Fatalf("error %q does not start with %q", err, prefix)
+	}
+	for _, w := range wants {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("error %q does not say %q", err, w)
+		}
+	}
+	t.Logf("error: %v", err)
+	return err
+}
+
+func script(t *testing.T, name, body string) Candidate {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kind, n, _ := ParseName(name)
+	return Candidate{Path: path, Kind: kind, Name: n}
+}
+
+func TestLaunchBinaryMissing(t *testing.T) {
+	c := Candidate{Path: filepath.Join(t.TempDir(), "driver-gone"), Kind: base.KindDriver, Name: "gone"}
+	launchErr(t, c, 0, "binary missing")
+}
+
+func TestLaunchNotExecutable(t *testing.T) {
+	c := script(t, "driver-noexec", "exit 0")
+	os.Chmod(c.Path, 0o644)
+	launchErr(t, c, 0, "not executable (mode -rw-r--r--)")
+}
+
+func TestLaunchNotAPluginGarbage(t *testing.T) {
+	c := script(t, "driver-garbage", `echo "hello, I am not a plugin"; exit 0`)
+	launchErr(t, c, 10*time.Second,
+		`handshake refused, not a starpu plugin: it printed "hello, I am not a plugin" where the go-plugin handshake was expected`)
+}
+
+func TestLaunchIgnoresHandshake(t *testing.T) {
+	// exec, so that killing the process closes its pipes (a child holding
+	// them would keep go-plugin waiting).
+	c := script(t, "sched-silent", `echo "some log line" >&2; exec sleep 60`)
+	start := time.Now()
+	launchErr(t, c, time.Second, "not a starpu plugin: no go-plugin handshake within 1s", "some log line")
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Launch took %s", d)
+	}
+}
+
+func TestLaunchCrashAtStart(t *testing.T) {
+	launchErr(t, candidate(t, "driver-fake", "driver-crash"), 0,
+		"exited during start with exit status 3", "driver-crash: crashing on purpose")
+}
+
+func TestLaunchFactoryFails(t *testing.T) {
+	launchErr(t, candidate(t, "driver-fake", "driver-badfactory"), 0,
+		"exited during start with exit status 1",
+		"[ERROR] plugin failed to start: error=no device found kind=driver")
+}
+
+func TestLaunchWrongKind(t *testing.T) {
+	// A driver binary installed under a scheduler's name.
+	launchErr(t, candidate(t, "driver-fake", "sched-fake"), 0,
+		`wrong kind: it is a "driver" plugin named "fake", not a "sched" plugin`)
+}
+
+func TestLaunchWrongName(t *testing.T) {
+	c := candidate(t, "iface-fake", "")
+	c.Name = "csr"
+	launchErr(t, c, 0, "wrong name: it says it is iface-fake")
+}
+
+func TestLaunchOptions(t *testing.T) {
+	c := candidate(t, "driver-fake", "")
+	if _, err := Launch(context.Background(), c, Options{}); err == nil || !strings.Contains(err.Error(), "no shared-memory arena") {
+		t.Fatalf("Launch without arena: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Launch(ctx, c, Options{Arena: newArena(t)}); !errors.Is(err, context.Canceled) && (err == nil || !strings.Contains(err.Error(), "context canceled")) {
+		t.Fatalf("Launch with a cancelled context: %v", err)
+	}
+	bad := c
+	bad.Kind = "codec"
+	if _, err := Launch(context.Background(), bad, Options{Arena: newArena(t)}); err == nil || !strings.Contains(err.Error(), `unknown plugin kind "codec"`) {
+		t.Fatalf("Launch of an unknown kind: %v", err)
+	}
+}
+
+func TestPluginAccessorsAndLogs(t *testing.T) {
+	t.Setenv("OPENBLAS_NUM_THREADS", "8")
+	p, _, logs := launch(t, candidate(t, "driver-fake", ""))
+	if p.Info == nil || p.Info.Kind != base.KindDriver || p.Info.Name != "fake" {
+		t.Fatalf("Info %+v", p.Info)
+	}
+	if p.Pid() <= 0 || p.Exited() {
+		t.Fatalf("pid %d exited %v", p.Pid(), p.Exited())
+	}
+	if _, err := p.Driver(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Scheduler(); err == nil || !strings.Contains(err.Error(), "plugin driver-fake is a driver plugin, not a scheduler") {
+		t.Fatalf("Scheduler() of a driver: %v", err)
+	}
+	if _, err := p.Interface(); err == nil {
+		t.Fatal("Interface() of a driver succeeded")
+	}
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blas []string
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		if bytes.HasPrefix(kv, []byte("OPENBLAS_NUM_THREADS=")) {
+			blas = append(blas, string(kv))
+		}
+	}
+	if !reflect.DeepEqual(blas, []string{"OPENBLAS_NUM_THREADS=1"}) {
+		t.Fatalf("plugin environment has %v", blas)
+	}
+	if l := logs.String(); !strings.Contains(l, "[INFO]  core.driver-fake: fake driver started:") || !strings.Contains(l, "name=fake") {
+		t.Fatalf("the plugin's log line is not in the core's log:\n%s", logs.String())
+	}
+	p.Kill()
+	if !p.Exited() {
+		t.Fatal("not exited after Kill")
+	}
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("Done not closed after Kill")
+	}
+	if strings.Contains(logs.String(), "plugin failed to exit gracefully") {
+		t.Fatalf("Kill was not graceful:\n%s", logs.String())
+	}
+	p.Kill() // again: a no-op
+}
+
+func TestExitedAfterSIGKILL(t *testing.T) {
+	p, _, _ := launch(t, candidate(t, "sched-fake", ""))
+	s, err := p.Scheduler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed 5s after SIGKILL")
+	}
+	if !p.Exited() {
+		t.Fatal("Exited() false after the process was killed")
+	}
+	err = s.Deinit(context.Background())
+	if !errors.Is(err, base.ErrPluginExited) || !strings.HasPrefix(err.Error(), "plugin sched-fake: ") {
+		t.Fatalf("call to a dead plugin: %v, want plugin sched-fake: ... wrapping base.ErrPluginExited", err)
+	}
+}
+
+func TestLaunchConcurrent(t *testing.T) {
+	a := newArena(t)
+	log, _ := testLogger(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := candidate(t, []string{"driver-fake", "sched-fake", "iface-fake"}[i%3], "")
+			p, err := Launch(context.Background(), c, Options{Arena: a, Logger: log})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer p.Kill()
+			if _, err := p.raw.(base.Plugin).PluginInfo(context.Background()); err != nil {
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRunByHand(t *testing.T) {
+	path := filepath.Join(binDir, "driver-fake")
+	run := func(env ...string) (int, string) {
+		cmd := exec.Command(path)
+		cmd.Env = append(os.Environ(), env...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("run by hand: %v", err)
+		}
+		return ee.ExitCode(), out.String()
+	}
+	code, out := run()
+	if code != 1 || !strings.Contains(out, base.NotStartedByRuntime) || !strings.Contains(out, "This binary is a plugin") {
+		t.Fatalf("without the cookie: exit %d, output:\n%s", code, out)
+	}
+	code, out = run(base.Handshake.MagicCookieKey + "=" + base.Handshake.MagicCookieValue)
+	if code != 1 || !strings.Contains(out, base.NotStartedByRuntime+" (no shared-memory arena on file descriptor 3)") {
+		t.Fatalf("without the arena: exit %d, output:\n%s", code, out)
+	}
+}
+
+// waitGone waits up to 5 seconds for pid to end.
+func waitGone(t *testing.T, pid int, why string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !processGone(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("plugin process %d still there 5s after %s", pid, why)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The core (here a helper process that Launches a plugin) is SIGKILLed: the
+// plugin must go too.
+func TestPluginDiesWithCore(t *testing.T) {
+	for _, file := range []string{"driver-fake", "sched-fake", "iface-fake"} {
+		t.Run(file, func(t *testing.T) {
+			helper, pid := startHelper(t, "launch", filepath.Join(binDir, file))
+			if processGone(pid) {
+				t.Fatal("plugin not running")
+			}
+			helper.Process.Kill()
+			helper.Wait()
+			start := time.Now()
+			waitGone(t, pid, "the core was killed")
+			t.Logf("plugin gone %s after the core", time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// The same without Pdeathsig: the plugin's own parent watchdog ends it.
+func TestPluginWatchdog(t *testing.T) {
+	helper, pid := startHelper(t, "raw", filepath.Join(binDir, "driver-fake"))
+	if processGone(pid) {
+		t.Fatal("plugin not running")
+	}
+	helper.Process.Kill()
+	helper.Wait()
+	start := time.Now()
+	waitGone(t, pid, "its parent was killed (watchdog)")
+	t.Logf("plugin gone %s after its parent", time.Since(start).Round(time.Millisecond))
+}

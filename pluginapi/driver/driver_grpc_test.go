@@ -1,0 +1,162 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+)
+
+// recDriver records what it is sent and answers what the test sets.
+type recDriver struct {
+	fp        *Fingerprint
+	err       error
+	init      *InitRequest
+	copyReq   *CopyRequest
+	node      int
+	size, buf uint64
+	deinits   int
+}
+
+func (r *recDriver) PluginInfo(context.Context) (*base.Info, error) {
+	return &base.Info{Kind: base.KindDriver, Name: "rec", APIVersions: []int{base.APIVersion}}, r.err
+}
+func (r *recDriver) ConfigSchema(context.Context) (*base.Schema, error) { return &base.Schema{}, r.err }
+func (r *recDriver) SetConfig(context.Context, base.Config) error       { return r.err }
+func (r *recDriver) Fingerprint(context.Context) (*Fingerprint, error)  { return r.fp, r.err }
+func (r *recDriver) Init(_ context.Context, req *InitRequest) error {
+	r.init = req
+	return r.err
+}
+func (r *recDriver) Deinit(context.Context) error {
+	r.deinits++
+	return r.err
+}
+func (r *recDriver) Alloc(_ context.Context, node int, size uint64) (uint64, error) {
+	r.node, r.size = node, size
+	return size * 2, r.err
+}
+func (r *recDriver) Free(_ context.Context, node int, buf uint64) error {
+	r.node, r.buf = node, buf
+	return r.err
+}
+func (r *recDriver) Copy(_ context.Context, req *CopyRequest) error {
+	r.copyReq = req
+	return r.err
+}
+
+func harness(t *testing.T, impl Driver, name string) Driver {
+	t.Helper()
+	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{"driver": &Plugin{Impl: impl, Name: name}})
+	t.Cleanup(func() { client.Close() })
+	raw, err := client.Dispense("driver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw.(*Client)
+}
+
+// exercise runs every method of d, which is rec in process or behind gRPC.
+func exercise(t *testing.T, d Driver, rec *recDriver, remote bool) {
+	ctx := context.Background()
+	for _, fp := range []*Fingerprint{
+		{Arch: CUDA, Units: []Unit{{"gpu0", 1}, {"gpu1", 2}}, Nodes: []MemoryNode{{"m0", 1 << 40}}, Kernels: []string{"a", "b"}},
+		{Arch: CPU},
+	} {
+		rec.fp = fp
+		got, err := d.Fingerprint(ctx)
+		if err != nil || !reflect.DeepEqual(got, fp) {
+			t.Fatalf("Fingerprint = %+v, %v; want %+v", got, err, fp)
+		}
+	}
+	req := &InitRequest{SpinIters: -5, Workers: []WorkerSpec{
+		{ID: 1, Unit: 2, Dispatch: base.Span{Offset: 3, Size: 4}, Completion: base.Span{Offset: 5, Size: 6}, Bell: 7, CoreBell: 8},
+		{ID: -1},
+	}}
+	if err := d.Init(ctx, req); err != nil || !reflect.DeepEqual(rec.init, req) {
+		t.Fatalf("Init: %v; driver got %+v", err, rec.init)
+	}
+	if err := d.Deinit(ctx); err != nil || rec.deinits != 1 {
+		t.Fatalf("Deinit: %v, %d calls", err, rec.deinits)
+	}
+	if h, err := d.Alloc(ctx, 3, 1<<40); err != nil || h != 1<<41 || rec.node != 3 || rec.size != 1<<40 {
+		t.Fatalf("Alloc = %#x, %v; driver got node %d size %d", h, err, rec.node, rec.size)
+	}
+	if err := d.Free(ctx, -2, 1<<63); err != nil || rec.node != -2 || rec.buf != 1<<63 {
+		t.Fatalf("Free: %v; driver got node %d buffer %#x", err, rec.node, rec.buf)
+	}
+	cp := &CopyRequest{SrcNode: 0, DstNode: 1, SrcBuffer: 9, DstBuffer: 10, Ranges: []CopyRange{{1, 2, 3}, {4, 5, 6}}}
+	if err := d.Copy(ctx, cp); err != nil || !reflect.DeepEqual(rec.copyReq, cp) {
+		t.Fatalf("Copy: %v; driver got %+v", err, rec.copyReq)
+	}
+
+	rec.err = errors.New("cuda: out of memory")
+	want := "cuda: out of memory"
+	if remote {
+		want = "plugin driver-rec: " + want
+	}
+	for name, err := range map[string]error{
+		"Fingerprint": errOf(d.Fingerprint(ctx)),
+		"Init":        d.Init(ctx, req),
+		"Deinit":      d.Deinit(ctx),
+		"Alloc":       errOf(d.Alloc(ctx, 1, 1)),
+		"Free":        d.Free(ctx, 1, 1),
+		"Copy":        d.Copy(ctx, cp),
+		"PluginInfo":  errOf(d.PluginInfo(ctx)),
+		"SetConfig":   d.SetConfig(ctx, nil),
+	} {
+		var re *base.RemoteError
+		if err == nil || err.Error() != want || remote != errors.As(err, &re) {
+			t.Errorf("%s: error %v, want %q", name, err, want)
+		}
+	}
+	rec.err = nil
+}
+
+func TestDriverInProcess(t *testing.T) {
+	rec := &recDriver{}
+	exercise(t, rec, rec, false)
+}
+
+func TestDriverGRPC(t *testing.T) {
+	rec := &recDriver{}
+	d := harness(t, rec, "driver-rec")
+	exercise(t, d, rec, true)
+
+	// Requests the core leaves nil arrive as zero values; a nil fingerprint
+	// is an error.
+	ctx := context.Background()
+	if err := d.Init(ctx, nil); err != nil || !reflect.DeepEqual(rec.init, &InitRequest{}) {
+		t.Fatalf("Init(nil): %v; driver got %+v", err, rec.init)
+	}
+	if err := d.Copy(ctx, nil); err != nil || !reflect.DeepEqual(rec.copyReq, &CopyRequest{}) {
+		t.Fatalf("Copy(nil): %v; driver got %+v", err, rec.copyReq)
+	}
+	rec.fp = nil
+	if _, err := d.Fingerprint(ctx); err == nil || !strings.Contains(err.Error(), "no fingerprint") {
+		t.Fatalf("nil fingerprint: %v", err)
+	}
+}
+
+func TestDriverLabelLearnt(t *testing.T) {
+	rec := &recDriver{err: errors.New("boom")}
+	d := harness(t, rec, "")
+	if err := d.Deinit(context.Background()); err == nil || err.Error() != "plugin driver: boom" {
+		t.Fatalf("before PluginInfo: %v", err)
+	}
+	rec.err = nil
+	if _, err := d.PluginInfo(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec.err = errors.New("boom")
+	if err := d.Deinit(context.Background()); err == nil || err.Error() != "plugin driver-rec: boom" {
+		t.Fatalf("after PluginInfo: %v", err)
+	}
+}
+
+func errOf[T any](_ T, err error) error { return err }

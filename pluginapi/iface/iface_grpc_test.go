@@ -1,0 +1,140 @@
+package iface
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+)
+
+// recIface records what it is sent and answers what the test sets.
+type recIface struct {
+	err        error
+	desc       *Description
+	plan       []Range
+	meta, a, b []byte
+	buffers    []base.Span
+	src, dst   base.Span
+	packed     uint64
+	equal      bool
+	display    string
+}
+
+func (r *recIface) PluginInfo(context.Context) (*base.Info, error) {
+	return &base.Info{Kind: base.KindInterface, Name: "rec", APIVersions: []int{base.APIVersion}}, r.err
+}
+func (r *recIface) ConfigSchema(context.Context) (*base.Schema, error) { return &base.Schema{}, r.err }
+func (r *recIface) SetConfig(context.Context, base.Config) error       { return r.err }
+func (r *recIface) Describe(_ context.Context, meta []byte) (*Description, error) {
+	r.meta = meta
+	return r.desc, r.err
+}
+func (r *recIface) CopyPlan(_ context.Context, meta []byte) ([]Range, error) {
+	r.meta = meta
+	return r.plan, r.err
+}
+func (r *recIface) Pack(_ context.Context, meta []byte, buffers []base.Span, dst base.Span) (uint64, error) {
+	r.meta, r.buffers, r.dst = meta, buffers, dst
+	return r.packed, r.err
+}
+func (r *recIface) Unpack(_ context.Context, meta []byte, src base.Span, buffers []base.Span) error {
+	r.meta, r.src, r.buffers = meta, src, buffers
+	return r.err
+}
+func (r *recIface) Compare(_ context.Context, a, b []byte) (bool, error) {
+	r.a, r.b = a, b
+	return r.equal, r.err
+}
+func (r *recIface) Display(_ context.Context, meta []byte) (string, error) {
+	r.meta = meta
+	return r.display, r.err
+}
+
+func exercise(t *testing.T, i Interface, rec *recIface, remote bool) {
+	ctx := context.Background()
+	meta := []byte{0, 1, 2, 255}
+	rec.desc = &Description{Name: "csr", Buffers: []uint64{8, 1 << 40, 0}, Size: 1<<40 + 8, Footprint: 0xdeadbeef}
+	if d, err := i.Describe(ctx, meta); err != nil || !reflect.DeepEqual(d, rec.desc) || !reflect.DeepEqual(rec.meta, meta) {
+		t.Fatalf("Describe = %+v, %v; interface got %v", d, err, rec.meta)
+	}
+	rec.plan = []Range{{Buffer: 0, Offset: 0, Len: 8}, {Buffer: 2, Offset: 1 << 33, Len: 1}}
+	if p, err := i.CopyPlan(ctx, meta); err != nil || !reflect.DeepEqual(p, rec.plan) {
+		t.Fatalf("CopyPlan = %+v, %v", p, err)
+	}
+	bufs := []base.Span{{Offset: 64, Size: 8}, {Offset: 128, Size: 1 << 40}}
+	dst := base.Span{Offset: 4096, Size: 100}
+	rec.packed = 77
+	if n, err := i.Pack(ctx, meta, bufs, dst); err != nil || n != 77 || !reflect.DeepEqual(rec.buffers, bufs) || rec.dst != dst {
+		t.Fatalf("Pack = %d, %v; interface got %v -> %v", n, err, rec.buffers, rec.dst)
+	}
+	if err := i.Unpack(ctx, meta, dst, bufs); err != nil || rec.src != dst || !reflect.DeepEqual(rec.buffers, bufs) {
+		t.Fatalf("Unpack: %v; interface got %v -> %v", err, rec.src, rec.buffers)
+	}
+	for _, eq := range []bool{true, false} {
+		rec.equal = eq
+		if got, err := i.Compare(ctx, []byte("a"), []byte("bb")); err != nil || got != eq || string(rec.a) != "a" || string(rec.b) != "bb" {
+			t.Fatalf("Compare = %v, %v; interface got %q %q", got, err, rec.a, rec.b)
+		}
+	}
+	rec.display = "csr(nnz=3)"
+	if s, err := i.Display(ctx, meta); err != nil || s != rec.display {
+		t.Fatalf("Display = %q, %v", s, err)
+	}
+
+	rec.err = errors.New(`bad metadata field "nnz"`)
+	want := rec.err.Error()
+	if remote {
+		want = "plugin iface-rec: " + want
+	}
+	for name, err := range map[string]error{
+		"Describe": errOf(i.Describe(ctx, meta)),
+		"CopyPlan": errOf(i.CopyPlan(ctx, meta)),
+		"Pack":     errOf(i.Pack(ctx, meta, bufs, dst)),
+		"Unpack":   i.Unpack(ctx, meta, dst, bufs),
+		"Compare":  errOf(i.Compare(ctx, meta, meta)),
+		"Display":  errOf(i.Display(ctx, meta)),
+	} {
+		var re *base.RemoteError
+		if err == nil || err.Error() != want || remote != errors.As(err, &re) {
+			t.Errorf("%s: error %v, want %q", name, err, want)
+		}
+	}
+	rec.err = nil
+}
+
+func TestIfaceInProcess(t *testing.T) {
+	rec := &recIface{}
+	exercise(t, rec, rec, false)
+}
+
+func TestIfaceGRPC(t *testing.T) {
+	rec := &recIface{}
+	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{"iface": &Plugin{Impl: rec, Name: "iface-rec"}})
+	t.Cleanup(func() { client.Close() })
+	raw, err := client.Dispense("iface")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := raw.(*Client)
+	exercise(t, i, rec, true)
+
+	ctx := context.Background()
+	rec.desc = nil
+	if _, err := i.Describe(ctx, nil); err == nil || !strings.Contains(err.Error(), "no description") {
+		t.Fatalf("nil description: %v", err)
+	}
+	rec.plan = nil
+	if p, err := i.CopyPlan(ctx, nil); err != nil || p != nil {
+		t.Fatalf("empty plan = %v, %v", p, err)
+	}
+	if _, err := i.Pack(ctx, nil, nil, base.Span{}); err != nil || rec.buffers != nil {
+		t.Fatalf("Pack with no buffers: %v; interface got %v", err, rec.buffers)
+	}
+}
+
+func errOf[T any](_ T, err error) error { return err }
