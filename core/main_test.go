@@ -15,6 +15,9 @@ import (
 var pluginDir, crashyDir string
 
 func TestMain(m *testing.M) {
+	if os.Getenv("CORE_TEST_CHILD") != "" {
+		os.Exit(childRuntime())
+	}
 	os.Exit(run(m))
 }
 
@@ -32,6 +35,7 @@ func run(m *testing.M) int {
 		{filepath.Join(pluginDir, "sched-ws"), "../plugins/sched-ws"},
 		{filepath.Join(crashyDir, "driver-cpu"), "./testdata/driver-crashy"},
 		{filepath.Join(crashyDir, "sched-ws"), "../plugins/sched-ws"},
+		{filepath.Join(crashyDir, "sched-crashy"), "./testdata/sched-crashy"},
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)

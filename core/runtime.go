@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -415,13 +414,4 @@ func (rt *Runtime) teardown() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// defaultPluginDir is bin/plugins beside the starpu binary.
-func defaultPluginDir() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return "plugins"
-	}
-	return filepath.Join(filepath.Dir(exe), "plugins")
 }

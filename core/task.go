@@ -315,12 +315,12 @@ func (rt *Runtime) noteWrites(j *job) {
 // tagState is a tag: the job bound to it, whether it was notified, and who
 // waits for it.
 type tagState struct {
-	mu       sync.Mutex
-	done     bool
-	deps     []TagID
-	waiters  []*job
-	doneCh   chan struct{}
-	hasTask  bool
+	mu      sync.Mutex
+	done    bool
+	deps    []TagID
+	waiters []*job
+	doneCh  chan struct{}
+	hasTask bool
 }
 
 func (rt *Runtime) tag(id TagID) *tagState {

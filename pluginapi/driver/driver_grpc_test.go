@@ -160,3 +160,27 @@ func TestDriverLabelLearnt(t *testing.T) {
 }
 
 func errOf[T any](_ T, err error) error { return err }
+
+// Every field of every message survives the wire, including fields added to
+// driver.go later.
+func TestDriverEveryField(t *testing.T) {
+	rec := &recDriver{}
+	d := harness(t, rec, "driver-rec")
+	ctx := context.Background()
+	var fp Fingerprint
+	fill(&fp)
+	rec.fp = &fp
+	if got, err := d.Fingerprint(ctx); err != nil || !reflect.DeepEqual(*got, fp) {
+		t.Fatalf("Fingerprint:\n got %+v, %v\nwant %+v", got, err, fp)
+	}
+	var init InitRequest
+	fill(&init)
+	if err := d.Init(ctx, &init); err != nil || !reflect.DeepEqual(*rec.init, init) {
+		t.Fatalf("Init:\n got %+v, %v\nwant %+v", rec.init, err, init)
+	}
+	var cp CopyRequest
+	fill(&cp)
+	if err := d.Copy(ctx, &cp); err != nil || !reflect.DeepEqual(*rec.copyReq, cp) {
+		t.Fatalf("Copy:\n got %+v, %v\nwant %+v", rec.copyReq, err, cp)
+	}
+}

@@ -138,3 +138,29 @@ func TestIfaceGRPC(t *testing.T) {
 }
 
 func errOf[T any](_ T, err error) error { return err }
+
+// Every field of Description and Range survives the wire, including fields
+// added to iface.go later.
+func TestIfaceEveryField(t *testing.T) {
+	rec := &recIface{}
+	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{"iface": &Plugin{Impl: rec}})
+	t.Cleanup(func() { client.Close() })
+	raw, err := client.Dispense("iface")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := raw.(Interface)
+	ctx := context.Background()
+	var d Description
+	fill(&d)
+	rec.desc = &d
+	if got, err := i.Describe(ctx, nil); err != nil || !reflect.DeepEqual(*got, d) {
+		t.Fatalf("Describe:\n got %+v, %v\nwant %+v", got, err, d)
+	}
+	var plan struct{ R []Range }
+	fill(&plan)
+	rec.plan = plan.R
+	if got, err := i.CopyPlan(ctx, nil); err != nil || !reflect.DeepEqual(got, plan.R) {
+		t.Fatalf("CopyPlan:\n got %+v, %v\nwant %+v", got, err, plan.R)
+	}
+}

@@ -85,3 +85,20 @@ func TestSchedGRPC(t *testing.T) {
 		t.Fatalf("Init(nil): %v; scheduler got %+v", err, rec.init)
 	}
 }
+
+// Every field of InitRequest survives the wire, including fields added to
+// sched.go later.
+func TestSchedEveryField(t *testing.T) {
+	rec := &recSched{}
+	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{"sched": &Plugin{Impl: rec}})
+	t.Cleanup(func() { client.Close() })
+	raw, err := client.Dispense("sched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req InitRequest
+	fill(&req)
+	if err := raw.(Scheduler).Init(context.Background(), &req); err != nil || !reflect.DeepEqual(*rec.init, req) {
+		t.Fatalf("Init:\n got %+v, %v\nwant %+v", rec.init, err, req)
+	}
+}

@@ -165,7 +165,8 @@ type InitRequest struct {
 	QueueDepth    int64                  `protobuf:"varint,3,opt,name=queue_depth,json=queueDepth,proto3" json:"queue_depth,omitempty"`
 	SpinIters     int64                  `protobuf:"varint,4,opt,name=spin_iters,json=spinIters,proto3" json:"spin_iters,omitempty"`
 	MaxQueueDepth int64                  `protobuf:"varint,5,opt,name=max_queue_depth,json=maxQueueDepth,proto3" json:"max_queue_depth,omitempty"`
-	QueuedWorkNs  int64                  `protobuf:"varint,6,opt,name=queued_work_ns,json=queuedWorkNs,proto3" json:"queued_work_ns,omitempty"`
+	// queued_work_ns is QueuedWork (a time.Duration) in nanoseconds.
+	QueuedWorkNs  int64 `protobuf:"varint,6,opt,name=queued_work_ns,json=queuedWorkNs,proto3" json:"queued_work_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

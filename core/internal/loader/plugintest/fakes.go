@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
@@ -225,8 +226,10 @@ var SchedInit = sched.InitRequest{
 		Bell:      128,
 		CoreBell:  136,
 	},
-	QueueDepth: 2,
-	SpinIters:  -1,
+	QueueDepth:    2,
+	MaxQueueDepth: 16,
+	QueuedWork:    250 * time.Microsecond,
+	SpinIters:     -1,
 }
 
 // Sched is a fake scheduler: Init accepts SchedInit only.

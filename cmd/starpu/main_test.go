@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var pluginDir string
+
+func TestMain(m *testing.M) {
+	tmp, err := os.MkdirTemp("", "starpu-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pluginDir = filepath.Join(tmp, "plugins")
+	for _, p := range []string{"driver-cpu", "sched-ws"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(pluginDir, p), "../../plugins/"+p)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", p, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+// lastLine runs the command and parses its closing key=value line.
+func lastLine(t *testing.T, args ...string) map[string]string {
+	t.Helper()
+	var out bytes.Buffer
+	args = append(args, "--plugin-dir", pluginDir, "--ncpu", "2")
+	if err := run(context.Background(), args, &out); err != nil {
+		t.Fatalf("starpu %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	kv := map[string]string{}
+	for _, f := range strings.Fields(lines[len(lines)-1])[2:] {
+		k, v, _ := strings.Cut(f, "=")
+		kv[k] = v
+	}
+	return kv
+}
+
+func TestRunWorkloads(t *testing.T) {
+	cases := []struct {
+		args []string
+		want map[string]string
+		keys []string
+	}{
+		{[]string{"run", "vector-scal", "--size", "100000"}, map[string]string{"verified": "true"}, []string{"gflops", "ms"}},
+		{[]string{"run", "cholesky", "--size", "512", "--nblocks", "4"}, map[string]string{"verified": "true", "precision": "single"}, []string{"gflops", "residual"}},
+		{[]string{"run", "cholesky", "--size", "384", "--nblocks", "6", "--precision", "double"}, map[string]string{"verified": "true", "precision": "double"}, []string{"gflops"}},
+		{[]string{"bench", "overhead", "--tasks", "2000"}, map[string]string{"mode": "tags", "buffers": "0"}, []string{"per_task_us", "submit_us"}},
+		{[]string{"bench", "overhead", "--tasks", "2000", "--buffers", "2"}, map[string]string{"mode": "chain", "buffers": "2"}, []string{"per_task_us"}},
+		{[]string{"bench", "overhead", "--tasks", "2000", "--independent"}, map[string]string{"mode": "independent"}, []string{"per_task_us"}},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			kv := lastLine(t, c.args...)
+			for k, v := range c.want {
+				if kv[k] != v {
+					t.Errorf("%s = %q, want %q (line: %v)", k, kv[k], v, kv)
+				}
+			}
+			for _, k := range c.keys {
+				if _, ok := kv[k]; !ok {
+					t.Errorf("missing %s= in %v", k, kv)
+				}
+			}
+		})
+	}
+}
+
+func TestTraceFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "trace.json")
+	lastLine(t, "run", "cholesky", "--size", "256", "--nblocks", "4", "--trace", f)
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []struct {
+			Name string `json:"name"`
+			Ph   string `json:"ph"`
+			Tid  int    `json:"tid"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("trace is not JSON: %v", err)
+	}
+	// 4 potrf + 6 trsm + 6 syrk + 4 gemm for 4x4 tiles.
+	counts := map[string]int{}
+	for _, e := range doc.TraceEvents {
+		if e.Ph == "X" {
+			counts[e.Name]++
+		}
+	}
+	want := map[string]int{"potrf_f32": 4, "trsm_f32": 6, "syrk_f32": 6, "gemm_f32": 4}
+	for k, v := range want {
+		if counts[k] != v {
+			t.Errorf("trace has %d %s events, want %d (all: %v)", counts[k], k, v, counts)
+		}
+	}
+}
+
+func TestMachine(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"machine", "--plugin-dir", pluginDir, "--ncpu", "2"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"driver-cpu", "sched-ws", "loaded (pid", "2 workers", "CPU 0", "CPU 1", "RAM", "memfd"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("machine output lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestCommandErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"frobnicate"}, "unknown command"},
+		{[]string{"run", "fft"}, "unknown workload"},
+		{[]string{"run", "cholesky", "--size", "100", "--nblocks", "3"}, "multiple of nblocks"},
+		{[]string{"run", "cholesky", "--precision", "half", "--size", "64", "--nblocks", "2", "--plugin-dir", pluginDir}, "want single or double"},
+		{[]string{"run", "vector-scal", "--sched", "nope", "--plugin-dir", pluginDir}, `unknown scheduler "nope"`},
+		{[]string{"bench", "overhead", "--independent", "--buffers", "1"}, "take no buffers"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			err := run(context.Background(), c.args, &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("error = %v, want one containing %q", err, c.msg)
+			}
+		})
+	}
+}
