@@ -41,6 +41,11 @@ const ParentPollInterval = 200 * time.Millisecond
 //     the kernel for;
 //   - serves the plugin as kind under APIVersion with go-plugin over gRPC
 //     until the core shuts it down.
+//
+// Until open returns, the plugin must not write to standard output: it is
+// go-plugin's handshake channel, and a stray line makes the core refuse the
+// plugin. Once serving, what it writes to os.Stdout and os.Stderr reaches the
+// core's log; its logger is the better way.
 func ServeKind(kind Kind, open func(arenaFD uintptr, log hclog.Logger) (plugin.Plugin, error)) {
 	if os.Getenv(Handshake.MagicCookieKey) != Handshake.MagicCookieValue {
 		fmt.Fprintf(os.Stderr, "%s.\n", NotStartedByRuntime)

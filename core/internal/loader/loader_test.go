@@ -187,7 +187,8 @@ func TestPluginAccessorsAndLogs(t *testing.T) {
 	if p.Pid() <= 0 || p.Exited() {
 		t.Fatalf("pid %d exited %v", p.Pid(), p.Exited())
 	}
-	if _, err := p.Driver(); err != nil {
+	d, err := p.Driver()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Scheduler(); err == nil || !strings.Contains(err.Error(), "plugin driver-fake is a driver plugin, not a scheduler") {
@@ -223,6 +224,9 @@ func TestPluginAccessorsAndLogs(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "plugin failed to exit gracefully") {
 		t.Fatalf("Kill was not graceful:\n%s", logs.String())
+	}
+	if _, err := d.Fingerprint(context.Background()); !errors.Is(err, base.ErrPluginExited) || !strings.HasPrefix(err.Error(), "plugin driver-fake: ") {
+		t.Fatalf("call after Kill: %v, want plugin driver-fake: ... wrapping base.ErrPluginExited", err)
 	}
 	p.Kill() // again: a no-op
 }

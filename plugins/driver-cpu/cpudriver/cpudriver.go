@@ -8,12 +8,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jaypipes/ghw"
+	"golang.org/x/sys/unix"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
@@ -31,6 +34,8 @@ type Driver struct {
 	log     hclog.Logger
 	kernels []kernel.Kernel
 	units   int
+	model   string
+	bind    bool
 	// beforeWorkers runs once in Init, before the workers start: the place
 	// to pin a BLAS library to one thread.
 	beforeWorkers func()
@@ -58,7 +63,10 @@ func New(a *shm.Arena, log hclog.Logger, opts ...Option) *Driver {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	d := &Driver{arena: a, log: log, units: runtime.NumCPU()}
+	d := &Driver{arena: a, log: log, units: runtime.NumCPU(), bind: true}
+	if info, err := ghw.CPU(ghw.WithDisableWarnings()); err == nil && len(info.Processors) > 0 {
+		d.model = info.Processors[0].Model
+	}
 	for _, o := range opts {
 		o(d)
 	}
@@ -95,7 +103,8 @@ func (d *Driver) PluginInfo(context.Context) (*base.Info, error) {
 // ConfigSchema implements base.Plugin.
 func (d *Driver) ConfigSchema(context.Context) (*base.Schema, error) {
 	return &base.Schema{Attrs: []base.Attr{
-		{Name: "units", Type: base.AttrInt, Doc: "number of CPU units to report (default: the cores of the machine)"},
+		{Name: "units", Type: base.AttrInt, Doc: "number of CPU units to report (default: the cores this process may run on)"},
+		{Name: "bind", Type: base.AttrBool, Default: "true", Doc: "bind each worker thread to its core"},
 	}}, nil
 }
 
@@ -111,6 +120,9 @@ func (d *Driver) SetConfig(ctx context.Context, cfg base.Config) error {
 		}
 		d.units = int(v)
 	}
+	if v, ok := cfg["bind"].(bool); ok {
+		d.bind = v
+	}
 	return nil
 }
 
@@ -118,7 +130,11 @@ func (d *Driver) SetConfig(ctx context.Context, cfg base.Config) error {
 func (d *Driver) Fingerprint(context.Context) (*driver.Fingerprint, error) {
 	fp := &driver.Fingerprint{Arch: driver.CPU}
 	for i := 0; i < d.units; i++ {
-		fp.Units = append(fp.Units, driver.Unit{Name: fmt.Sprintf("CPU %d", i), Node: 0})
+		name := fmt.Sprintf("CPU %d", i)
+		if d.model != "" {
+			name += " (" + d.model + ")"
+		}
+		fp.Units = append(fp.Units, driver.Unit{Name: name, Node: 0})
 	}
 	for _, k := range d.kernels {
 		fp.Kernels = append(fp.Kernels, k.Name)
@@ -220,8 +236,12 @@ func (d *Driver) newWorker(spec driver.WorkerSpec, spin int) (*worker, error) {
 // deinit.
 func (d *Driver) run(w *worker) {
 	defer d.wg.Done()
+	// The goroutine ends locked to its thread, so that Go discards the
+	// thread rather than reusing it with a one-core affinity.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	if d.bind {
+		d.bindThread(w.spec.Unit)
+	}
 	ready := func() bool { return !w.dispatch.Empty() || d.stop.Load() }
 	for !d.stop.Load() {
 		if !w.bell.Wait(ready, w.spin, 200*time.Millisecond) {
@@ -287,4 +307,30 @@ func (d *Driver) execute(w *worker) (err error) {
 		}
 	}()
 	return k.Func(kc)
+}
+
+// bindThread pins the calling thread to the unit's core, as StarPU binds its
+// workers, when the process may run there.
+func (d *Driver) bindThread(unit int) {
+	// The main thread's set is the process's: never bound, unlike the
+	// thread that happens to start this worker.
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(os.Getpid(), &allowed); err != nil {
+		return
+	}
+	n := 0
+	for cpu := 0; cpu < 1024; cpu++ {
+		if !allowed.IsSet(cpu) {
+			continue
+		}
+		if n == unit {
+			var one unix.CPUSet
+			one.Set(cpu)
+			if err := unix.SchedSetaffinity(0, &one); err != nil {
+				d.log.Warn("cannot bind worker thread", "unit", unit, "cpu", cpu, "error", err)
+			}
+			return
+		}
+		n++
+	}
 }

@@ -60,15 +60,18 @@ type fakeBase struct {
 	name string
 }
 
+// PluginInfo implements base.Plugin.
 func (f *fakeBase) PluginInfo(context.Context) (*base.Info, error) {
 	return &base.Info{Kind: f.kind, Name: f.name, Version: Version, APIVersions: []int{base.APIVersion}}, nil
 }
 
+// ConfigSchema implements base.Plugin: Schema.
 func (f *fakeBase) ConfigSchema(context.Context) (*base.Schema, error) {
 	s := base.Schema{Attrs: append([]base.Attr(nil), Schema.Attrs...)}
 	return &s, nil
 }
 
+// SetConfig implements base.Plugin: it accepts Config only.
 func (f *fakeBase) SetConfig(_ context.Context, cfg base.Config) error {
 	if err := Schema.Validate(cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
