@@ -139,6 +139,9 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	if err := rt.loadScheduler(ctx, opt.Scheduler, cands); err != nil {
 		return nil, err
 	}
+	if err := rt.checkPluginBlocks(cands); err != nil {
+		return nil, err
+	}
 	if err := rt.start(ctx); err != nil {
 		return nil, err
 	}
@@ -261,6 +264,34 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 	}
 	if rt.cfg.NCPU != 0 && rt.driverFor(driver.CPU) == nil {
 		return fmt.Errorf("no CPU driver: no plugin driver-cpu in %s (found drivers: %v)", rt.cfg.PluginDir, available(cands, base.KindDriver))
+	}
+	return nil
+}
+
+// checkPluginBlocks rejects config blocks for plugins that do not exist, so
+// that a misspelt plugin name does not silently drop its configuration.
+func (rt *Runtime) checkPluginBlocks(cands map[string]loader.Candidate) error {
+	known := map[string]bool{"sched-" + rt.cfg.Sched: true}
+	for _, d := range rt.drivers {
+		known["driver-"+d.name] = true
+	}
+	for name := range cands {
+		known[name] = true
+	}
+	var names []string
+	for name := range rt.cfg.Plugins {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !known[name] {
+			var all []string
+			for k := range known {
+				all = append(all, k)
+			}
+			sort.Strings(all)
+			return fmt.Errorf("config has a block for plugin %q, which is not in %s (plugins: %v)", name, rt.cfg.PluginDir, all)
+		}
 	}
 	return nil
 }

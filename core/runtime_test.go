@@ -359,12 +359,20 @@ func TestInitErrors(t *testing.T) {
 	if err := os.Symlink(filepath.Join(pluginDir, "driver-cpu"), filepath.Join(bogusDir, "driver-cpu")); err != nil {
 		t.Fatal(err)
 	}
+	schedOnly := t.TempDir()
+	if err := os.Symlink(filepath.Join(pluginDir, "sched-ws"), filepath.Join(schedOnly, "sched-ws")); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		cfg  func(c *config.Config)
 		env  map[string]string
 		msg  string
 	}{
+		{"driver plugin missing", func(c *config.Config) { c.PluginDir = schedOnly }, nil, "no plugin driver-cpu"},
+		{"config for an unknown plugin", func(c *config.Config) {
+			c.Plugins = map[string]config.Plugin{"driver-gpu": {Name: "driver-gpu", Config: base.Config{}}}
+		}, nil, `plugin "driver-gpu", which is not in`},
 		{"unknown scheduler", func(c *config.Config) { c.Sched = "nope" }, nil, `unknown scheduler "nope"`},
 		{"missing plugin dir", func(c *config.Config) { c.PluginDir = "/nonexistent/plugins" }, nil, "/nonexistent/plugins"},
 		{"handshake refused", func(c *config.Config) { c.PluginDir = bogusDir }, nil, "sched-ws"},
@@ -511,4 +519,70 @@ func shmEntries(t *testing.T) int {
 		return 0
 	}
 	return len(es)
+}
+
+// TestBlockAndVoid registers a strided block and a void handle: the void
+// handle orders two tasks that read the block, the application writes the
+// block under an acquire, and unregister never overwrites the application's
+// memory with an older copy.
+func TestBlockAndVoid(t *testing.T) {
+	rt := start(t, core.Options{Config: testConfig(pluginDir)})
+	const nx, ny, nz, ld, ldz = 2, 2, 2, 3, 7
+	b := make([]int32, ldz*nz)
+	for i := range b {
+		b[i] = -1
+	}
+	hb, err := core.RegisterBlock(rt, b, ld, ldz, nx, ny, nz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := hb.Layout(); l.Len() != uint64((ldz*(nz-1)+ld*(ny-1)+nx)*4) {
+		t.Fatalf("block spans %d bytes", l.Len())
+	}
+	hv, err := rt.RegisterVoid()
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := &core.Codelet{Name: "empty", Kernels: map[driver.Arch]string{driver.CPU: blasarg.Empty}, NBuffers: core.VariableBuffers}
+	var order []string
+	for _, name := range []string{"first", "second"} {
+		name := name
+		err := rt.Submit(&core.Task{Codelet: empty, Handles: []*core.Handle{hv, hb}, Modes: []core.Mode{core.RW, core.R}, Name: name,
+			Callback: func(*core.Task) { order = append(order, name) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := hb.Acquire(core.RW); err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < nz; k++ {
+		for j := 0; j < ny; j++ {
+			for i := 0; i < nx; i++ {
+				b[i+j*ld+k*ldz] = int32(100*k + 10*j + i)
+			}
+		}
+	}
+	hb.Release()
+	rt.WaitForAll()
+	if len(order) != 2 || order[0] != "first" {
+		t.Errorf("tasks ordered by a void handle ran as %v", order)
+	}
+	for i := range b {
+		b[i] = 0
+	}
+	if err := hb.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	hv.Unregister()
+	// Unregister writes back only if the arena copy is newer: it is not,
+	// so b keeps the zeros written after the release.
+	for i, v := range b {
+		if v != 0 {
+			t.Fatalf("b[%d] = %d after unregister: the stale arena copy overwrote the application's memory", i, v)
+		}
+	}
+	if _, err := core.RegisterBlock(rt, make([]int32, 10), 3, 5, 2, 2, 2); !errors.Is(err, core.ErrInvalidData) {
+		t.Errorf("block with ldz < ld*ny: %v", err)
+	}
 }
