@@ -446,8 +446,10 @@ func TestDriverCrashMidRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait on a task whose driver crashed hung")
 	}
-	if err := rt.Wait(sleeper); !errors.Is(err, core.ErrPluginCrashed) {
-		t.Errorf("task running beside the crash: %v, want ErrPluginCrashed", err)
+	// The sleeper either finished before the crash (queued ahead of the
+	// crasher on one worker) or died with the process (on the other one).
+	if err := rt.Wait(sleeper); err != nil && !errors.Is(err, core.ErrPluginCrashed) {
+		t.Errorf("task running beside the crash: %v, want nil or ErrPluginCrashed", err)
 	}
 	err = rt.Submit(&core.Task{Codelet: scalF32, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode(), Synchronous: true})
 	if !errors.Is(err, core.ErrPluginCrashed) && !errors.Is(err, core.ErrNoWorker) {

@@ -238,13 +238,12 @@ func (rt *Runtime) WaitForAll() error {
 // wakes the waiters. worker is where it ran, or -1.
 func (rt *Runtime) complete(j *job, worker int32, err error) {
 	// A stack instead of recursion: chains of synchronisation tasks release
-	// one another.
-	stack := []*job{j}
-	errs := []error{err}
+	// one another. Only the first job can carry an error.
+	var buf [8]*job
+	stack := append(buf[:0], j)
 	for len(stack) > 0 {
-		n := len(stack) - 1
-		j, err := stack[n], errs[n]
-		stack, errs = stack[:n], errs[:n]
+		j := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
 		j.err = err
 		j.mu.Lock()
 		j.released = true
@@ -261,7 +260,6 @@ func (rt *Runtime) complete(j *job, worker int32, err error) {
 			if s.ndeps.Add(-1) == 0 {
 				if s.task != nil && s.task.Codelet == nil && s.acquire == nil {
 					stack = append(stack, s)
-					errs = append(errs, nil)
 					continue
 				}
 				rt.ready(s, worker)
@@ -282,6 +280,7 @@ func (rt *Runtime) complete(j *job, worker int32, err error) {
 		}
 		if err != nil {
 			rt.recordFailure(err)
+			err = nil
 		}
 		if rt.pending.Add(-1) == 0 {
 			rt.idleMu.Lock()

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"github.com/starpu-go/starpu/pluginapi/internal/fill"
 	"reflect"
 	"strings"
 	"testing"
@@ -168,18 +169,18 @@ func TestDriverEveryField(t *testing.T) {
 	d := harness(t, rec, "driver-rec")
 	ctx := context.Background()
 	var fp Fingerprint
-	fill(&fp)
+	fill.Fill(&fp)
 	rec.fp = &fp
 	if got, err := d.Fingerprint(ctx); err != nil || !reflect.DeepEqual(*got, fp) {
 		t.Fatalf("Fingerprint:\n got %+v, %v\nwant %+v", got, err, fp)
 	}
 	var init InitRequest
-	fill(&init)
+	fill.Fill(&init)
 	if err := d.Init(ctx, &init); err != nil || !reflect.DeepEqual(*rec.init, init) {
 		t.Fatalf("Init:\n got %+v, %v\nwant %+v", rec.init, err, init)
 	}
 	var cp CopyRequest
-	fill(&cp)
+	fill.Fill(&cp)
 	if err := d.Copy(ctx, &cp); err != nil || !reflect.DeepEqual(*rec.copyReq, cp) {
 		t.Fatalf("Copy:\n got %+v, %v\nwant %+v", rec.copyReq, err, cp)
 	}

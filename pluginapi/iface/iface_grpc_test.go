@@ -3,6 +3,7 @@ package iface
 import (
 	"context"
 	"errors"
+	"github.com/starpu-go/starpu/pluginapi/internal/fill"
 	"reflect"
 	"strings"
 	"testing"
@@ -152,13 +153,13 @@ func TestIfaceEveryField(t *testing.T) {
 	i := raw.(Interface)
 	ctx := context.Background()
 	var d Description
-	fill(&d)
+	fill.Fill(&d)
 	rec.desc = &d
 	if got, err := i.Describe(ctx, nil); err != nil || !reflect.DeepEqual(*got, d) {
 		t.Fatalf("Describe:\n got %+v, %v\nwant %+v", got, err, d)
 	}
 	var plan struct{ R []Range }
-	fill(&plan)
+	fill.Fill(&plan)
 	rec.plan = plan.R
 	if got, err := i.CopyPlan(ctx, nil); err != nil || !reflect.DeepEqual(got, plan.R) {
 		t.Fatalf("CopyPlan:\n got %+v, %v\nwant %+v", got, err, plan.R)

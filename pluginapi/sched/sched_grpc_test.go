@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"errors"
+	"github.com/starpu-go/starpu/pluginapi/internal/fill"
 	"reflect"
 	"testing"
 
@@ -97,7 +98,7 @@ func TestSchedEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	var req InitRequest
-	fill(&req)
+	fill.Fill(&req)
 	if err := raw.(Scheduler).Init(context.Background(), &req); err != nil || !reflect.DeepEqual(*rec.init, req) {
 		t.Fatalf("Init:\n got %+v, %v\nwant %+v", rec.init, err, req)
 	}

@@ -1,12 +1,14 @@
-package driver
+// Package fill sets every field of a value to distinct non-zero values, for
+// round-trip tests of the plugin adapters.
+package fill
 
 import "reflect"
 
-// fill sets every field of the value v points to, recursively, to distinct
+// Fill sets every field of the value v points to, recursively, to distinct
 // non-zero values (slices get two elements), so that a round trip that drops
 // or garbles a field, including one added to the contract later and not to
 // the adapters, fails a DeepEqual.
-func fill(v any) {
+func Fill(v any) {
 	n := uint64(0)
 	fillValue(reflect.ValueOf(v).Elem(), &n)
 }
