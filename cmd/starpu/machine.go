@@ -35,7 +35,7 @@ func machine(ctx context.Context, args []string, out io.Writer) error {
 	tw.Flush()
 	fmt.Fprintln(out)
 	ws := rt.Workers()
-	fmt.Fprintf(out, "%d workers:\n", len(ws))
+	fmt.Fprintf(out, "workers: %d\n", len(ws))
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tARCH\tUNIT\tMEMORY NODE\tDRIVER\tPID")
 	for _, w := range ws {
@@ -44,7 +44,7 @@ func machine(ctx context.Context, args []string, out io.Writer) error {
 	tw.Flush()
 	fmt.Fprintln(out)
 	nodes := rt.MemoryNodes()
-	fmt.Fprintf(out, "%d memory nodes:\n", len(nodes))
+	fmt.Fprintf(out, "memory nodes: %d\n", len(nodes))
 	for _, n := range nodes {
 		fmt.Fprintf(out, "  #%d %s: %s\n", n.ID, n.Kind, n.Description)
 	}
