@@ -227,7 +227,6 @@ func Free[T Elem](rt *Runtime, s []T) error {
 // acquisition is an application's hold on a handle, ordered with the tasks
 // like a task accessing it in the same mode.
 type acquisition struct {
-	h       *Handle
 	mode    Mode
 	job     *job
 	granted chan struct{}
@@ -260,7 +259,7 @@ func (h *Handle) Acquire(m Mode) error {
 
 func (h *Handle) acquireAsync(m Mode) *acquisition {
 	j := h.rt.newJob()
-	a := &acquisition{h: h, mode: m, job: j, granted: make(chan struct{})}
+	a := &acquisition{mode: m, job: j, granted: make(chan struct{})}
 	j.acquire = a
 	h.depend(j, m)
 	if j.ndeps.Add(-1) == 0 {

@@ -184,8 +184,17 @@ func (e *engine) push(j *job, releasedBy int32) {
 
 func (rt *Runtime) push(j *job, releasedBy int32) { rt.engine.push(j, releasedBy) }
 
+// schedUsable is the per-message check: a dead scheduler is recorded in
+// rt.broken by checkPlugins.
+func (e *engine) schedUsable() bool {
+	return !e.stopping.Load() && e.rt.broken.Load() == nil
+}
+
+// schedAlive is the check while waiting for room in the events ring: it asks
+// the process itself, since the engine may be the one waiting and then cannot
+// run checkPlugins.
 func (e *engine) schedAlive() bool {
-	return !e.stopping.Load() && e.rt.broken.Load() == nil && (e.rt.schedP == nil || !e.rt.schedP.Exited())
+	return e.schedUsable() && (e.rt.schedP == nil || !e.rt.schedP.Exited())
 }
 
 func (e *engine) untrack(id uint64) *job {
@@ -325,7 +334,7 @@ func (e *engine) fail(j *job, wid int, err error) {
 }
 
 func (e *engine) sendDone(wid int, id uint64, dur int64) {
-	if !e.schedAlive() {
+	if !e.schedUsable() {
 		return
 	}
 	d := wire.Done{Worker: int32(wid), ID: id, DurationNs: dur}
