@@ -166,9 +166,10 @@ func (e *engine) push(j *job, releasedBy int32) {
 	e.jobsMu.Lock()
 	e.jobs[j.id] = j
 	e.jobsMu.Unlock()
-	p := wire.Push{ID: j.id, Priority: int32(j.task.Priority), ArchMask: j.cl.archMask, Worker: -1, ReleasedBy: releasedBy, Codelet: j.cl.id}
+	p := wire.Push{ID: j.id, Priority: int32(j.task.Priority), ArchMask: j.cl.archMask, Worker: -1, ReleasedBy: releasedBy, Codelet: j.cl.id,
+		Length: [wire.NumArch]int64{-1, -1, -1}}
 	e.schedMu.Lock()
-	b, err := e.events.ReserveWait(wire.PushSize, e.schedAlive)
+	b, err := e.events.ReserveWait(wire.PushLen(len(p.Transfer)), e.schedAlive)
 	if err == nil {
 		p.Encode(b)
 		e.events.Commit()

@@ -37,7 +37,7 @@ func (c *Client) Fingerprint(ctx context.Context) (*Fingerprint, error) {
 	if err != nil {
 		return nil, c.Err(ctx, err)
 	}
-	fp := &Fingerprint{Arch: Arch(resp.GetArch()), Kernels: resp.GetKernels()}
+	fp := &Fingerprint{Arch: Arch(resp.GetArch()), Kernels: resp.GetKernels(), Note: resp.GetNote()}
 	for _, u := range resp.GetUnits() {
 		fp.Units = append(fp.Units, Unit{Name: u.GetName(), Node: int(u.GetNode())})
 	}
@@ -59,25 +59,13 @@ func (c *Client) Deinit(ctx context.Context) error {
 	return c.Err(ctx, err)
 }
 
-// Alloc implements Driver.
-func (c *Client) Alloc(ctx context.Context, node int, size uint64) (uint64, error) {
-	resp, err := c.client.Alloc(ctx, &proto.AllocRequest{Node: int64(node), Size: size})
+// LoadKernel implements Driver.
+func (c *Client) LoadKernel(ctx context.Context, k KernelSource) (int, error) {
+	resp, err := c.client.LoadKernel(ctx, &proto.LoadKernelRequest{Name: k.Name, Source: k.Source})
 	if err != nil {
 		return 0, c.Err(ctx, err)
 	}
-	return resp.GetBuffer(), nil
-}
-
-// Free implements Driver.
-func (c *Client) Free(ctx context.Context, node int, buffer uint64) error {
-	_, err := c.client.Free(ctx, &proto.FreeRequest{Node: int64(node), Buffer: buffer})
-	return c.Err(ctx, err)
-}
-
-// Copy implements Driver.
-func (c *Client) Copy(ctx context.Context, req *CopyRequest) error {
-	_, err := c.client.Copy(ctx, copyToProto(req))
-	return c.Err(ctx, err)
+	return int(resp.GetIndex()), nil
 }
 
 func initToProto(req *InitRequest) *proto.InitRequest {
@@ -110,32 +98,6 @@ func initFromProto(req *proto.InitRequest) *InitRequest {
 			Bell:       w.GetBell(),
 			CoreBell:   w.GetCoreBell(),
 		})
-	}
-	return out
-}
-
-func copyToProto(req *CopyRequest) *proto.CopyRequest {
-	out := &proto.CopyRequest{}
-	if req == nil {
-		return out
-	}
-	out.SrcNode, out.DstNode = int64(req.SrcNode), int64(req.DstNode)
-	out.SrcBuffer, out.DstBuffer = req.SrcBuffer, req.DstBuffer
-	for _, r := range req.Ranges {
-		out.Ranges = append(out.Ranges, &proto.CopyRange{SrcOffset: r.SrcOffset, DstOffset: r.DstOffset, Len: r.Len})
-	}
-	return out
-}
-
-func copyFromProto(req *proto.CopyRequest) *CopyRequest {
-	out := &CopyRequest{
-		SrcNode:   int(req.GetSrcNode()),
-		DstNode:   int(req.GetDstNode()),
-		SrcBuffer: req.GetSrcBuffer(),
-		DstBuffer: req.GetDstBuffer(),
-	}
-	for _, r := range req.GetRanges() {
-		out.Ranges = append(out.Ranges, CopyRange{SrcOffset: r.GetSrcOffset(), DstOffset: r.GetDstOffset(), Len: r.GetLen()})
 	}
 	return out
 }

@@ -37,17 +37,37 @@ func ArchBit(a Arch) uint32 {
 	return 0
 }
 
+// ArchIndex numbers the architectures densely (CPU 0, CUDA 1, OpenCL 2), for
+// per-architecture tables such as predicted task lengths; -1 for an unknown
+// architecture.
+func ArchIndex(a Arch) int {
+	switch a {
+	case CPU:
+		return 0
+	case CUDA:
+		return 1
+	case OpenCL:
+		return 2
+	}
+	return -1
+}
+
 // Unit is one device unit a driver can run a worker on (a CPU core, a GPU).
 type Unit struct {
 	Name string
 	// Node is the memory node the unit computes on: 0 is the shared-memory RAM
-	// node; device memory nodes are numbered from 1 within the driver.
+	// node; the driver's own memory nodes are numbered from 1, in the order
+	// of Fingerprint.Nodes. The core maps them to runtime-wide node numbers;
+	// messages to the driver always use the driver's numbering.
 	Node int
 }
 
 // MemoryNode is a memory node a driver owns besides RAM.
 type MemoryNode struct {
-	Name  string
+	Name string
+	// Bytes is the memory the core may use on the node: the device's, or
+	// less when the user limits it (STARPU_LIMIT_OPENCL_MEM and the like).
+	// The core keeps its allocations under it, evicting replicates when full.
 	Bytes uint64
 }
 
@@ -57,8 +77,19 @@ type Fingerprint struct {
 	Units []Unit
 	Nodes []MemoryNode
 	// Kernels lists the kernels the driver hosts, by name. A task's kernel is
-	// sent to the driver as an index into this list.
+	// sent to the driver as an index into this list, extended by LoadKernel.
 	Kernels []string
+	// Note says why the driver found no unit, when Units is empty ("no
+	// OpenCL platform", "CPU devices need STARPU_OPENCL_ON_CPUS=1").
+	Note string
+}
+
+// KernelSource is a kernel given as source by a codelet, for drivers that
+// compile at run time (OpenCL C, PTX).
+type KernelSource struct {
+	// Name is the kernel function in Source.
+	Name   string
+	Source string
 }
 
 // WorkerSpec tells a driver how to run one worker.
@@ -83,20 +114,6 @@ type InitRequest struct {
 	SpinIters int
 }
 
-// CopyRange is one contiguous range of a transfer.
-type CopyRange struct {
-	SrcOffset, DstOffset, Len uint64
-}
-
-// CopyRequest moves ranges between a driver's memory node and the RAM node.
-// Offsets on the RAM node are arena offsets; on a device node they are
-// offsets into the buffer named by its allocation handle.
-type CopyRequest struct {
-	SrcNode, DstNode     int
-	SrcBuffer, DstBuffer uint64
-	Ranges               []CopyRange
-}
-
 // Driver is what the core needs from a device driver.
 type Driver interface {
 	base.Plugin
@@ -108,11 +125,9 @@ type Driver interface {
 	Init(ctx context.Context, req *InitRequest) error
 	// Deinit stops the workers after the tasks they hold and runs deinit.
 	Deinit(ctx context.Context) error
-	// Alloc allocates size bytes on one of the driver's memory nodes and
-	// returns a handle for the allocation.
-	Alloc(ctx context.Context, node int, size uint64) (uint64, error)
-	// Free releases an allocation.
-	Free(ctx context.Context, node int, buffer uint64) error
-	// Copy moves data between the driver's node and RAM.
-	Copy(ctx context.Context, req *CopyRequest) error
+	// LoadKernel compiles a kernel given as source, once per device (the
+	// driver caches by source), and returns its index for Exec messages. A
+	// compilation failure is an error carrying the build log; a driver that
+	// hosts only compiled-in kernels returns an error saying so.
+	LoadKernel(ctx context.Context, k KernelSource) (int, error)
 }

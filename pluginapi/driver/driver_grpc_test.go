@@ -18,9 +18,7 @@ type recDriver struct {
 	fp        *Fingerprint
 	err       error
 	init      *InitRequest
-	copyReq   *CopyRequest
-	node      int
-	size, buf uint64
+	loaded    KernelSource
 	deinits   int
 }
 
@@ -38,17 +36,9 @@ func (r *recDriver) Deinit(context.Context) error {
 	r.deinits++
 	return r.err
 }
-func (r *recDriver) Alloc(_ context.Context, node int, size uint64) (uint64, error) {
-	r.node, r.size = node, size
-	return size * 2, r.err
-}
-func (r *recDriver) Free(_ context.Context, node int, buf uint64) error {
-	r.node, r.buf = node, buf
-	return r.err
-}
-func (r *recDriver) Copy(_ context.Context, req *CopyRequest) error {
-	r.copyReq = req
-	return r.err
+func (r *recDriver) LoadKernel(_ context.Context, k KernelSource) (int, error) {
+	r.loaded = k
+	return len(k.Source), r.err
 }
 
 func harness(t *testing.T, impl Driver, name string) Driver {
@@ -85,15 +75,9 @@ func exercise(t *testing.T, d Driver, rec *recDriver, remote bool) {
 	if err := d.Deinit(ctx); err != nil || rec.deinits != 1 {
 		t.Fatalf("Deinit: %v, %d calls", err, rec.deinits)
 	}
-	if h, err := d.Alloc(ctx, 3, 1<<40); err != nil || h != 1<<41 || rec.node != 3 || rec.size != 1<<40 {
-		t.Fatalf("Alloc = %#x, %v; driver got node %d size %d", h, err, rec.node, rec.size)
-	}
-	if err := d.Free(ctx, -2, 1<<63); err != nil || rec.node != -2 || rec.buf != 1<<63 {
-		t.Fatalf("Free: %v; driver got node %d buffer %#x", err, rec.node, rec.buf)
-	}
-	cp := &CopyRequest{SrcNode: 0, DstNode: 1, SrcBuffer: 9, DstBuffer: 10, Ranges: []CopyRange{{1, 2, 3}, {4, 5, 6}}}
-	if err := d.Copy(ctx, cp); err != nil || !reflect.DeepEqual(rec.copyReq, cp) {
-		t.Fatalf("Copy: %v; driver got %+v", err, rec.copyReq)
+	ks := KernelSource{Name: "scal", Source: "kernel void scal(global float *x) {}"}
+	if idx, err := d.LoadKernel(ctx, ks); err != nil || idx != len(ks.Source) || rec.loaded != ks {
+		t.Fatalf("LoadKernel = %d, %v; driver got %+v", idx, err, rec.loaded)
 	}
 
 	rec.err = errors.New("cuda: out of memory")
@@ -105,9 +89,7 @@ func exercise(t *testing.T, d Driver, rec *recDriver, remote bool) {
 		"Fingerprint": errOf(d.Fingerprint(ctx)),
 		"Init":        d.Init(ctx, req),
 		"Deinit":      d.Deinit(ctx),
-		"Alloc":       errOf(d.Alloc(ctx, 1, 1)),
-		"Free":        d.Free(ctx, 1, 1),
-		"Copy":        d.Copy(ctx, cp),
+		"LoadKernel":  errOf(d.LoadKernel(ctx, ks)),
 		"PluginInfo":  errOf(d.PluginInfo(ctx)),
 		"SetConfig":   d.SetConfig(ctx, nil),
 	} {
@@ -134,9 +116,6 @@ func TestDriverGRPC(t *testing.T) {
 	ctx := context.Background()
 	if err := d.Init(ctx, nil); err != nil || !reflect.DeepEqual(rec.init, &InitRequest{}) {
 		t.Fatalf("Init(nil): %v; driver got %+v", err, rec.init)
-	}
-	if err := d.Copy(ctx, nil); err != nil || !reflect.DeepEqual(rec.copyReq, &CopyRequest{}) {
-		t.Fatalf("Copy(nil): %v; driver got %+v", err, rec.copyReq)
 	}
 	rec.fp = nil
 	if _, err := d.Fingerprint(ctx); err == nil || !strings.Contains(err.Error(), "no fingerprint") {
@@ -179,9 +158,9 @@ func TestDriverEveryField(t *testing.T) {
 	if err := d.Init(ctx, &init); err != nil || !reflect.DeepEqual(*rec.init, init) {
 		t.Fatalf("Init:\n got %+v, %v\nwant %+v", rec.init, err, init)
 	}
-	var cp CopyRequest
-	fill.Fill(&cp)
-	if err := d.Copy(ctx, &cp); err != nil || !reflect.DeepEqual(*rec.copyReq, cp) {
-		t.Fatalf("Copy:\n got %+v, %v\nwant %+v", rec.copyReq, err, cp)
+	var ks KernelSource
+	fill.Fill(&ks)
+	if _, err := d.LoadKernel(ctx, ks); err != nil || rec.loaded != ks {
+		t.Fatalf("LoadKernel:\n got %+v, %v\nwant %+v", rec.loaded, err, ks)
 	}
 }

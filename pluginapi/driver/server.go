@@ -31,7 +31,7 @@ func (s *Server) Fingerprint(ctx context.Context, _ *proto.FingerprintRequest) (
 	if fp == nil {
 		return nil, status.Error(codes.Internal, "Fingerprint returned no fingerprint")
 	}
-	resp := &proto.FingerprintResponse{Arch: string(fp.Arch), Kernels: fp.Kernels}
+	resp := &proto.FingerprintResponse{Arch: string(fp.Arch), Kernels: fp.Kernels, Note: fp.Note}
 	for _, u := range fp.Units {
 		resp.Units = append(resp.Units, &proto.Unit{Name: u.Name, Node: int64(u.Node)})
 	}
@@ -57,27 +57,11 @@ func (s *Server) Deinit(ctx context.Context, _ *proto.DeinitRequest) (*proto.Dei
 	return &proto.DeinitResponse{}, nil
 }
 
-// Alloc implements proto.DriverServer.
-func (s *Server) Alloc(ctx context.Context, req *proto.AllocRequest) (*proto.AllocResponse, error) {
-	buf, err := s.Impl.Alloc(ctx, int(req.GetNode()), req.GetSize())
+// LoadKernel implements proto.DriverServer.
+func (s *Server) LoadKernel(ctx context.Context, req *proto.LoadKernelRequest) (*proto.LoadKernelResponse, error) {
+	idx, err := s.Impl.LoadKernel(ctx, KernelSource{Name: req.GetName(), Source: req.GetSource()})
 	if err != nil {
 		return nil, base.StatusError(err)
 	}
-	return &proto.AllocResponse{Buffer: buf}, nil
-}
-
-// Free implements proto.DriverServer.
-func (s *Server) Free(ctx context.Context, req *proto.FreeRequest) (*proto.FreeResponse, error) {
-	if err := s.Impl.Free(ctx, int(req.GetNode()), req.GetBuffer()); err != nil {
-		return nil, base.StatusError(err)
-	}
-	return &proto.FreeResponse{}, nil
-}
-
-// Copy implements proto.DriverServer.
-func (s *Server) Copy(ctx context.Context, req *proto.CopyRequest) (*proto.CopyResponse, error) {
-	if err := s.Impl.Copy(ctx, copyFromProto(req)); err != nil {
-		return nil, base.StatusError(err)
-	}
-	return &proto.CopyResponse{}, nil
+	return &proto.LoadKernelResponse{Index: int64(idx)}, nil
 }

@@ -192,8 +192,13 @@ func (h *Host) drain() error {
 			if err := p.Decode(msg); err != nil {
 				return err
 			}
-			h.policy.Push(&Task{ID: p.ID, Priority: p.Priority, ArchMask: p.ArchMask,
-				Worker: p.Worker, ReleasedBy: p.ReleasedBy, Codelet: p.Codelet})
+			t := &Task{ID: p.ID, Priority: p.Priority, ArchMask: p.ArchMask,
+				Worker: p.Worker, ReleasedBy: p.ReleasedBy, Codelet: p.Codelet,
+				Locality: p.Flags&wire.PushLocality != 0, Length: p.Length}
+			if len(p.Transfer) > 0 {
+				t.Transfer = append([]int64(nil), p.Transfer...)
+			}
+			h.policy.Push(t)
 		case wire.TypeDone:
 			var d wire.Done
 			if err := d.Decode(msg); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
 // Worker is a worker as a policy sees it.
@@ -40,6 +41,33 @@ type Task struct {
 	ReleasedBy int32
 	// Codelet numbers the task's codelet (for per-codelet statistics and models).
 	Codelet uint32
+	// Locality is StarPU's LOCALITY hint: run the task where its data is.
+	Locality bool
+	// Length is the core's predicted execution time in ns per architecture
+	// (indexed by driver.ArchIndex), or -1 where the codelet's performance
+	// model is not calibrated for that architecture.
+	Length [wire.NumArch]int64
+	// Transfer[n] is the predicted time in ns to bring the task's input data
+	// to memory node n (Worker.Node); nil on a machine with one memory node.
+	Transfer []int64
+}
+
+// LengthOn is the predicted execution time of t on w's architecture, or -1.
+func (t *Task) LengthOn(w *Worker) int64 {
+	i := driver.ArchIndex(w.Arch)
+	if i < 0 {
+		return -1
+	}
+	return t.Length[i]
+}
+
+// TransferTo is the predicted time to bring t's data to w's memory node, 0
+// when unknown.
+func (t *Task) TransferTo(w *Worker) int64 {
+	if w.Node >= 0 && w.Node < len(t.Transfer) {
+		return t.Transfer[w.Node]
+	}
+	return 0
 }
 
 // CanRun reports whether w can execute t.

@@ -5,8 +5,13 @@
 //
 // Events ring (core to scheduler): Push and Done.
 // Decisions ring (scheduler to core): Assign.
-// Dispatch ring (core to worker): Exec.
-// Completion ring (worker to core): Completion.
+// Dispatch ring (core to worker): Exec, and for workers on a device memory
+// node Alloc, Free and Copy.
+// Completion ring (worker to core): Completion, for Exec, Alloc and Copy.
+//
+// A worker handles its dispatch ring in order as far as the data goes: an
+// Exec or Copy that uses a buffer runs after the Alloc and the Copy posted
+// before it on that buffer. It may overlap independent transfers and kernels.
 package wire
 
 import (
@@ -28,16 +33,35 @@ const (
 	TypeAssign
 	TypeExec
 	TypeCompletion
+	TypeAlloc
+	TypeFree
+	TypeCopy
 )
 
 // Sizes of the fixed-size messages and parts.
 const (
-	PushSize       = 32
+	PushHeaderSize = 64
+	TransferSize   = 8
 	DoneSize       = 24
 	AssignSize     = 16
 	ExecHeaderSize = 24
 	BufferDescSize = 56
 	CompletionSize = 40
+	AllocSize      = 32
+	FreeSize       = 16
+	CopyHeaderSize = 40
+	CopyRangeSize  = 24
+)
+
+// NumArch is the number of architectures a Push carries predictions for,
+// indexed as driver.ArchIndex numbers them: CPU, CUDA, OpenCL.
+const NumArch = 3
+
+// Push flags.
+const (
+	// PushLocality is StarPU's LOCALITY hint: the task prefers the worker
+	// that holds its data.
+	PushLocality uint32 = 1 << 0
 )
 
 // ErrShort reports a message shorter than its type requires.
@@ -51,7 +75,8 @@ func Type(msg []byte) uint32 {
 	return le.Uint32(msg)
 }
 
-// Push tells the scheduler a task is ready.
+// Push tells the scheduler a task is ready, with what the core predicts
+// about it.
 type Push struct {
 	ID         uint64
 	Priority   int32
@@ -59,11 +84,22 @@ type Push struct {
 	Worker     int32
 	ReleasedBy int32
 	Codelet    uint32
+	Flags      uint32
+	// Length is the predicted execution time in ns per architecture, or -1
+	// where the codelet's performance model has no calibrated value.
+	Length [NumArch]int64
+	// Transfer[n] is the predicted time in ns to bring the task's input data
+	// to memory node n; empty when the machine has a single node. It
+	// aliases the message after Decode.
+	Transfer []int64
 }
 
-// Encode writes p into b (PushSize bytes).
+// PushLen is the size of a Push with predictions for nnodes memory nodes.
+func PushLen(nnodes int) int { return PushHeaderSize + nnodes*TransferSize }
+
+// Encode writes p into b (PushLen(len(p.Transfer)) bytes).
 func (p *Push) Encode(b []byte) {
-	_ = b[PushSize-1]
+	_ = b[PushHeaderSize-1]
 	le.PutUint32(b[0:], TypePush)
 	le.PutUint32(b[4:], uint32(p.Priority))
 	le.PutUint64(b[8:], p.ID)
@@ -71,11 +107,20 @@ func (p *Push) Encode(b []byte) {
 	le.PutUint32(b[20:], uint32(p.Worker))
 	le.PutUint32(b[24:], uint32(p.ReleasedBy))
 	le.PutUint32(b[28:], p.Codelet)
+	le.PutUint32(b[32:], p.Flags)
+	le.PutUint32(b[36:], uint32(len(p.Transfer)))
+	for i, l := range p.Length {
+		le.PutUint64(b[40+8*i:], uint64(l))
+	}
+	q := b[PushHeaderSize:]
+	for i, t := range p.Transfer {
+		le.PutUint64(q[8*i:], uint64(t))
+	}
 }
 
-// Decode reads p from b.
+// Decode reads p from b, reusing p.Transfer's storage.
 func (p *Push) Decode(b []byte) error {
-	if len(b) < PushSize {
+	if len(b) < PushHeaderSize {
 		return ErrShort
 	}
 	p.Priority = int32(le.Uint32(b[4:]))
@@ -84,6 +129,19 @@ func (p *Push) Decode(b []byte) error {
 	p.Worker = int32(le.Uint32(b[20:]))
 	p.ReleasedBy = int32(le.Uint32(b[24:]))
 	p.Codelet = le.Uint32(b[28:])
+	p.Flags = le.Uint32(b[32:])
+	n := int(le.Uint32(b[36:]))
+	for i := range p.Length {
+		p.Length[i] = int64(le.Uint64(b[40+8*i:]))
+	}
+	if len(b) < PushLen(n) {
+		return fmt.Errorf("wire: push of %d bytes for %d nodes: %w", len(b), n, ErrShort)
+	}
+	p.Transfer = p.Transfer[:0]
+	q := b[PushHeaderSize:]
+	for i := 0; i < n; i++ {
+		p.Transfer = append(p.Transfer, int64(le.Uint64(q[8*i:])))
+	}
 	return nil
 }
 
@@ -138,9 +196,13 @@ func (a *Assign) Decode(b []byte) error {
 	return nil
 }
 
-// BufferDesc locates one task buffer in the arena: where it starts and its
-// shape. This is all a driver learns about the data.
+// BufferDesc locates one task buffer: its memory node, where it starts and
+// its shape. This is all a driver learns about the data.
 type BufferDesc struct {
+	// Node is the driver's number for the memory node holding the buffer: 0
+	// for the RAM node, where Offset is an arena offset; otherwise Offset is
+	// the device buffer named by an earlier Alloc.
+	Node   uint8
 	Offset uint64
 	Mode   kernel.Mode
 	Layout kernel.Layout
@@ -177,7 +239,7 @@ func EncodeBuffer(p []byte, d *BufferDesc) {
 	le.PutUint64(p[0:], d.Offset)
 	p[8] = byte(d.Layout.Interface)
 	p[9] = byte(d.Mode)
-	p[10], p[11] = 0, 0
+	p[10], p[11] = d.Node, 0
 	le.PutUint32(p[12:], d.Layout.ElemSize)
 	le.PutUint64(p[16:], d.Layout.NX)
 	le.PutUint64(p[24:], d.Layout.NY)
@@ -202,6 +264,7 @@ func (e *Exec) Decode(b []byte) error {
 	p := b[ExecHeaderSize:]
 	for i := 0; i < n; i++ {
 		e.Buffers = append(e.Buffers, BufferDesc{
+			Node:   p[10],
 			Offset: le.Uint64(p[0:]),
 			Mode:   kernel.Mode(p[9]),
 			Layout: kernel.Layout{
@@ -220,7 +283,126 @@ func (e *Exec) Decode(b []byte) error {
 	return nil
 }
 
-// Completion reports a task's end on a worker.
+// Alloc asks a device worker to allocate Size bytes on its memory node
+// Node and to call the allocation Buffer, a number the core chooses. The
+// worker answers with a Completion for ID, failed when the device is out of
+// memory.
+type Alloc struct {
+	ID     uint64
+	Node   uint32
+	Buffer uint64
+	Size   uint64
+}
+
+// Encode writes a into b (AllocSize bytes).
+func (a *Alloc) Encode(b []byte) {
+	_ = b[AllocSize-1]
+	le.PutUint32(b[0:], TypeAlloc)
+	le.PutUint32(b[4:], a.Node)
+	le.PutUint64(b[8:], a.ID)
+	le.PutUint64(b[16:], a.Buffer)
+	le.PutUint64(b[24:], a.Size)
+}
+
+// Decode reads a from b.
+func (a *Alloc) Decode(b []byte) error {
+	if len(b) < AllocSize {
+		return ErrShort
+	}
+	a.Node = le.Uint32(b[4:])
+	a.ID = le.Uint64(b[8:])
+	a.Buffer = le.Uint64(b[16:])
+	a.Size = le.Uint64(b[24:])
+	return nil
+}
+
+// Free releases a device buffer. It has no completion: the core never
+// names the buffer again until it allocates it anew.
+type Free struct {
+	Node   uint32
+	Buffer uint64
+}
+
+// Encode writes f into b (FreeSize bytes).
+func (f *Free) Encode(b []byte) {
+	_ = b[FreeSize-1]
+	le.PutUint32(b[0:], TypeFree)
+	le.PutUint32(b[4:], f.Node)
+	le.PutUint64(b[8:], f.Buffer)
+}
+
+// Decode reads f from b.
+func (f *Free) Decode(b []byte) error {
+	if len(b) < FreeSize {
+		return ErrShort
+	}
+	f.Node = le.Uint32(b[4:])
+	f.Buffer = le.Uint64(b[8:])
+	return nil
+}
+
+// CopyRange is one contiguous range of a Copy, at offsets from the start of
+// the source and destination buffers.
+type CopyRange struct {
+	SrcOffset, DstOffset, Len uint64
+}
+
+// Copy moves ranges between two memory nodes of a worker's driver, one of
+// them usually RAM (node 0, where a buffer is an arena offset). The worker
+// answers with a Completion for ID once the data has arrived.
+type Copy struct {
+	ID                   uint64
+	SrcNode, DstNode     uint32
+	SrcBuffer, DstBuffer uint64
+	Ranges               []CopyRange
+}
+
+// CopyLen is the size of a Copy with n ranges.
+func CopyLen(n int) int { return CopyHeaderSize + n*CopyRangeSize }
+
+// Encode writes c into b (CopyLen(len(c.Ranges)) bytes).
+func (c *Copy) Encode(b []byte) {
+	_ = b[CopyHeaderSize-1]
+	le.PutUint32(b[0:], TypeCopy)
+	le.PutUint32(b[4:], uint32(len(c.Ranges)))
+	le.PutUint64(b[8:], c.ID)
+	le.PutUint32(b[16:], c.SrcNode)
+	le.PutUint32(b[20:], c.DstNode)
+	le.PutUint64(b[24:], c.SrcBuffer)
+	le.PutUint64(b[32:], c.DstBuffer)
+	p := b[CopyHeaderSize:]
+	for _, r := range c.Ranges {
+		le.PutUint64(p[0:], r.SrcOffset)
+		le.PutUint64(p[8:], r.DstOffset)
+		le.PutUint64(p[16:], r.Len)
+		p = p[CopyRangeSize:]
+	}
+}
+
+// Decode reads c from b, reusing c.Ranges' storage.
+func (c *Copy) Decode(b []byte) error {
+	if len(b) < CopyHeaderSize {
+		return ErrShort
+	}
+	n := int(le.Uint32(b[4:]))
+	if len(b) < CopyLen(n) {
+		return fmt.Errorf("wire: copy of %d bytes for %d ranges: %w", len(b), n, ErrShort)
+	}
+	c.ID = le.Uint64(b[8:])
+	c.SrcNode = le.Uint32(b[16:])
+	c.DstNode = le.Uint32(b[20:])
+	c.SrcBuffer = le.Uint64(b[24:])
+	c.DstBuffer = le.Uint64(b[32:])
+	c.Ranges = c.Ranges[:0]
+	p := b[CopyHeaderSize:]
+	for i := 0; i < n; i++ {
+		c.Ranges = append(c.Ranges, CopyRange{SrcOffset: le.Uint64(p[0:]), DstOffset: le.Uint64(p[8:]), Len: le.Uint64(p[16:])})
+		p = p[CopyRangeSize:]
+	}
+	return nil
+}
+
+// Completion reports the end of an Exec, Alloc or Copy on a worker.
 type Completion struct {
 	ID      uint64
 	Failed  bool

@@ -172,10 +172,12 @@ func (x *MemoryNode) GetBytes() uint64 {
 type FingerprintResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// arch is a driver.Arch: "cpu", "cuda", "opencl".
-	Arch          string        `protobuf:"bytes,1,opt,name=arch,proto3" json:"arch,omitempty"`
-	Units         []*Unit       `protobuf:"bytes,2,rep,name=units,proto3" json:"units,omitempty"`
-	Nodes         []*MemoryNode `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	Kernels       []string      `protobuf:"bytes,4,rep,name=kernels,proto3" json:"kernels,omitempty"`
+	Arch    string        `protobuf:"bytes,1,opt,name=arch,proto3" json:"arch,omitempty"`
+	Units   []*Unit       `protobuf:"bytes,2,rep,name=units,proto3" json:"units,omitempty"`
+	Nodes   []*MemoryNode `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Kernels []string      `protobuf:"bytes,4,rep,name=kernels,proto3" json:"kernels,omitempty"`
+	// note says why the driver found no unit, when it found none.
+	Note          string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -236,6 +238,13 @@ func (x *FingerprintResponse) GetKernels() []string {
 		return x.Kernels
 	}
 	return nil
+}
+
+func (x *FingerprintResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // WorkerSpec mirrors driver.WorkerSpec.
@@ -484,28 +493,29 @@ func (*DeinitResponse) Descriptor() ([]byte, []int) {
 	return file_pluginapi_driver_proto_driver_proto_rawDescGZIP(), []int{8}
 }
 
-type AllocRequest struct {
+// LoadKernelRequest mirrors driver.KernelSource.
+type LoadKernelRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          int64                  `protobuf:"varint,1,opt,name=node,proto3" json:"node,omitempty"`
-	Size          uint64                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Source        string                 `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *AllocRequest) Reset() {
-	*x = AllocRequest{}
+func (x *LoadKernelRequest) Reset() {
+	*x = LoadKernelRequest{}
 	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *AllocRequest) String() string {
+func (x *LoadKernelRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*AllocRequest) ProtoMessage() {}
+func (*LoadKernelRequest) ProtoMessage() {}
 
-func (x *AllocRequest) ProtoReflect() protoreflect.Message {
+func (x *LoadKernelRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -517,47 +527,47 @@ func (x *AllocRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use AllocRequest.ProtoReflect.Descriptor instead.
-func (*AllocRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use LoadKernelRequest.ProtoReflect.Descriptor instead.
+func (*LoadKernelRequest) Descriptor() ([]byte, []int) {
 	return file_pluginapi_driver_proto_driver_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *AllocRequest) GetNode() int64 {
+func (x *LoadKernelRequest) GetName() string {
 	if x != nil {
-		return x.Node
+		return x.Name
 	}
-	return 0
+	return ""
 }
 
-func (x *AllocRequest) GetSize() uint64 {
+func (x *LoadKernelRequest) GetSource() string {
 	if x != nil {
-		return x.Size
+		return x.Source
 	}
-	return 0
+	return ""
 }
 
-type AllocResponse struct {
+type LoadKernelResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// buffer is the allocation handle.
-	Buffer        uint64 `protobuf:"varint,1,opt,name=buffer,proto3" json:"buffer,omitempty"`
+	// index is the kernel's index for Exec messages.
+	Index         int64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *AllocResponse) Reset() {
-	*x = AllocResponse{}
+func (x *LoadKernelResponse) Reset() {
+	*x = LoadKernelResponse{}
 	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *AllocResponse) String() string {
+func (x *LoadKernelResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*AllocResponse) ProtoMessage() {}
+func (*LoadKernelResponse) ProtoMessage() {}
 
-func (x *AllocResponse) ProtoReflect() protoreflect.Message {
+func (x *LoadKernelResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -569,278 +579,16 @@ func (x *AllocResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use AllocResponse.ProtoReflect.Descriptor instead.
-func (*AllocResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use LoadKernelResponse.ProtoReflect.Descriptor instead.
+func (*LoadKernelResponse) Descriptor() ([]byte, []int) {
 	return file_pluginapi_driver_proto_driver_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *AllocResponse) GetBuffer() uint64 {
+func (x *LoadKernelResponse) GetIndex() int64 {
 	if x != nil {
-		return x.Buffer
+		return x.Index
 	}
 	return 0
-}
-
-type FreeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          int64                  `protobuf:"varint,1,opt,name=node,proto3" json:"node,omitempty"`
-	Buffer        uint64                 `protobuf:"varint,2,opt,name=buffer,proto3" json:"buffer,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FreeRequest) Reset() {
-	*x = FreeRequest{}
-	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[11]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FreeRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FreeRequest) ProtoMessage() {}
-
-func (x *FreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[11]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FreeRequest.ProtoReflect.Descriptor instead.
-func (*FreeRequest) Descriptor() ([]byte, []int) {
-	return file_pluginapi_driver_proto_driver_proto_rawDescGZIP(), []int{11}
-}
-
-func (x *FreeRequest) GetNode() int64 {
-	if x != nil {
-		return x.Node
-	}
-	return 0
-}
-
-func (x *FreeRequest) GetBuffer() uint64 {
-	if x != nil {
-		return x.Buffer
-	}
-	return 0
-}
-
-type FreeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FreeResponse) Reset() {
-	*x = FreeResponse{}
-	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[12]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FreeResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FreeResponse) ProtoMessage() {}
-
-func (x *FreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[12]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FreeResponse.ProtoReflect.Descriptor instead.
-func (*FreeResponse) Descriptor() ([]byte, []int) {
-	return file_pluginapi_driver_proto_driver_proto_rawDescGZIP(), []int{12}
-}
-
-// CopyRange mirrors driver.CopyRange.
-type CopyRange struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SrcOffset     uint64                 `protobuf:"varint,1,opt,name=src_offset,json=srcOffset,proto3" json:"src_offset,omitempty"`
-	DstOffset     uint64                 `protobuf:"varint,2,opt,name=dst_offset,json=dstOffset,proto3" json:"dst_offset,omitempty"`
-	Len           uint64                 `protobuf:"varint,3,opt,name=len,proto3" json:"len,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *CopyRange) Reset() {
-	*x = CopyRange{}
-	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[13]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CopyRange) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CopyRange) ProtoMessage() {}
-
-func (x *CopyRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[13]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CopyRange.ProtoReflect.Descriptor instead.
-func (*CopyRange) Descriptor() ([]byte, []int) {
-	return file_pluginapi_driver_proto_driver_proto_rawDescGZIP(), []int{13}
-}
-
-func (x *CopyRange) GetSrcOffset() uint64 {
-	if x != nil {
-		return x.SrcOffset
-	}
-	return 0
-}
-
-func (x *CopyRange) GetDstOffset() uint64 {
-	if x != nil {
-		return x.DstOffset
-	}
-	return 0
-}
-
-func (x *CopyRange) GetLen() uint64 {
-	if x != nil {
-		return x.Len
-	}
-	return 0
-}
-
-// CopyRequest mirrors driver.CopyRequest.
-type CopyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SrcNode       int64                  `protobuf:"varint,1,opt,name=src_node,json=srcNode,proto3" json:"src_node,omitempty"`
-	DstNode       int64                  `protobuf:"varint,2,opt,name=dst_node,json=dstNode,proto3" json:"dst_node,omitempty"`
-	SrcBuffer     uint64                 `protobuf:"varint,3,opt,name=src_buffer,json=srcBuffer,proto3" json:"src_buffer,omitempty"`
-	DstBuffer     uint64                 `protobuf:"varint,4,opt,name=dst_buffer,json=dstBuffer,proto3" json:"dst_buffer,omitempty"`
-	Ranges        []*CopyRange           `protobuf:"bytes,5,rep,name=ranges,proto3" json:"ranges,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *CopyRequest) Reset() {
-	*x = CopyRequest{}
-	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[14]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CopyRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CopyRequest) ProtoMessage() {}
-
-func (x *CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[14]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
-func (*CopyRequest) Descriptor() ([]byte, []int) {
-	return file_pluginapi_driver_proto_driver_proto_rawDescGZIP(), []int{14}
-}
-
-func (x *CopyRequest) GetSrcNode() int64 {
-	if x != nil {
-		return x.SrcNode
-	}
-	return 0
-}
-
-func (x *CopyRequest) GetDstNode() int64 {
-	if x != nil {
-		return x.DstNode
-	}
-	return 0
-}
-
-func (x *CopyRequest) GetSrcBuffer() uint64 {
-	if x != nil {
-		return x.SrcBuffer
-	}
-	return 0
-}
-
-func (x *CopyRequest) GetDstBuffer() uint64 {
-	if x != nil {
-		return x.DstBuffer
-	}
-	return 0
-}
-
-func (x *CopyRequest) GetRanges() []*CopyRange {
-	if x != nil {
-		return x.Ranges
-	}
-	return nil
-}
-
-type CopyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *CopyResponse) Reset() {
-	*x = CopyResponse{}
-	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[15]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CopyResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CopyResponse) ProtoMessage() {}
-
-func (x *CopyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_driver_proto_driver_proto_msgTypes[15]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
-func (*CopyResponse) Descriptor() ([]byte, []int) {
-	return file_pluginapi_driver_proto_driver_proto_rawDescGZIP(), []int{15}
 }
 
 var File_pluginapi_driver_proto_driver_proto protoreflect.FileDescriptor
@@ -855,12 +603,13 @@ const file_pluginapi_driver_proto_driver_proto_rawDesc = "" +
 	"\n" +
 	"MemoryNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xaf\x01\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xc3\x01\n" +
 	"\x13FingerprintResponse\x12\x12\n" +
 	"\x04arch\x18\x01 \x01(\tR\x04arch\x121\n" +
 	"\x05units\x18\x02 \x03(\v2\x1b.starpu.plugins.driver.UnitR\x05units\x127\n" +
 	"\x05nodes\x18\x03 \x03(\v2!.starpu.plugins.driver.MemoryNodeR\x05nodes\x12\x18\n" +
-	"\akernels\x18\x04 \x03(\tR\akernels\"\xd3\x01\n" +
+	"\akernels\x18\x04 \x03(\tR\akernels\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"\xd3\x01\n" +
 	"\n" +
 	"WorkerSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
@@ -877,38 +626,18 @@ const file_pluginapi_driver_proto_driver_proto_rawDesc = "" +
 	"spin_iters\x18\x02 \x01(\x03R\tspinIters\"\x0e\n" +
 	"\fInitResponse\"\x0f\n" +
 	"\rDeinitRequest\"\x10\n" +
-	"\x0eDeinitResponse\"6\n" +
-	"\fAllocRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\x03R\x04node\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x04R\x04size\"'\n" +
-	"\rAllocResponse\x12\x16\n" +
-	"\x06buffer\x18\x01 \x01(\x04R\x06buffer\"9\n" +
-	"\vFreeRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\x03R\x04node\x12\x16\n" +
-	"\x06buffer\x18\x02 \x01(\x04R\x06buffer\"\x0e\n" +
-	"\fFreeResponse\"[\n" +
-	"\tCopyRange\x12\x1d\n" +
-	"\n" +
-	"src_offset\x18\x01 \x01(\x04R\tsrcOffset\x12\x1d\n" +
-	"\n" +
-	"dst_offset\x18\x02 \x01(\x04R\tdstOffset\x12\x10\n" +
-	"\x03len\x18\x03 \x01(\x04R\x03len\"\xbb\x01\n" +
-	"\vCopyRequest\x12\x19\n" +
-	"\bsrc_node\x18\x01 \x01(\x03R\asrcNode\x12\x19\n" +
-	"\bdst_node\x18\x02 \x01(\x03R\adstNode\x12\x1d\n" +
-	"\n" +
-	"src_buffer\x18\x03 \x01(\x04R\tsrcBuffer\x12\x1d\n" +
-	"\n" +
-	"dst_buffer\x18\x04 \x01(\x04R\tdstBuffer\x128\n" +
-	"\x06ranges\x18\x05 \x03(\v2 .starpu.plugins.driver.CopyRangeR\x06ranges\"\x0e\n" +
-	"\fCopyResponse2\x8c\x04\n" +
+	"\x0eDeinitResponse\"?\n" +
+	"\x11LoadKernelRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\"*\n" +
+	"\x12LoadKernelResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x03R\x05index2\xf9\x02\n" +
 	"\x06Driver\x12d\n" +
 	"\vFingerprint\x12).starpu.plugins.driver.FingerprintRequest\x1a*.starpu.plugins.driver.FingerprintResponse\x12O\n" +
 	"\x04Init\x12\".starpu.plugins.driver.InitRequest\x1a#.starpu.plugins.driver.InitResponse\x12U\n" +
-	"\x06Deinit\x12$.starpu.plugins.driver.DeinitRequest\x1a%.starpu.plugins.driver.DeinitResponse\x12R\n" +
-	"\x05Alloc\x12#.starpu.plugins.driver.AllocRequest\x1a$.starpu.plugins.driver.AllocResponse\x12O\n" +
-	"\x04Free\x12\".starpu.plugins.driver.FreeRequest\x1a#.starpu.plugins.driver.FreeResponse\x12O\n" +
-	"\x04Copy\x12\".starpu.plugins.driver.CopyRequest\x1a#.starpu.plugins.driver.CopyResponseB:Z8github.com/starpu-go/starpu/pluginapi/driver/proto;protob\x06proto3"
+	"\x06Deinit\x12$.starpu.plugins.driver.DeinitRequest\x1a%.starpu.plugins.driver.DeinitResponse\x12a\n" +
+	"\n" +
+	"LoadKernel\x12(.starpu.plugins.driver.LoadKernelRequest\x1a).starpu.plugins.driver.LoadKernelResponseB:Z8github.com/starpu-go/starpu/pluginapi/driver/proto;protob\x06proto3"
 
 var (
 	file_pluginapi_driver_proto_driver_proto_rawDescOnce sync.Once
@@ -922,7 +651,7 @@ func file_pluginapi_driver_proto_driver_proto_rawDescGZIP() []byte {
 	return file_pluginapi_driver_proto_driver_proto_rawDescData
 }
 
-var file_pluginapi_driver_proto_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_pluginapi_driver_proto_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_pluginapi_driver_proto_driver_proto_goTypes = []any{
 	(*FingerprintRequest)(nil),  // 0: starpu.plugins.driver.FingerprintRequest
 	(*Unit)(nil),                // 1: starpu.plugins.driver.Unit
@@ -933,39 +662,29 @@ var file_pluginapi_driver_proto_driver_proto_goTypes = []any{
 	(*InitResponse)(nil),        // 6: starpu.plugins.driver.InitResponse
 	(*DeinitRequest)(nil),       // 7: starpu.plugins.driver.DeinitRequest
 	(*DeinitResponse)(nil),      // 8: starpu.plugins.driver.DeinitResponse
-	(*AllocRequest)(nil),        // 9: starpu.plugins.driver.AllocRequest
-	(*AllocResponse)(nil),       // 10: starpu.plugins.driver.AllocResponse
-	(*FreeRequest)(nil),         // 11: starpu.plugins.driver.FreeRequest
-	(*FreeResponse)(nil),        // 12: starpu.plugins.driver.FreeResponse
-	(*CopyRange)(nil),           // 13: starpu.plugins.driver.CopyRange
-	(*CopyRequest)(nil),         // 14: starpu.plugins.driver.CopyRequest
-	(*CopyResponse)(nil),        // 15: starpu.plugins.driver.CopyResponse
-	(*proto.Span)(nil),          // 16: starpu.plugins.base.Span
+	(*LoadKernelRequest)(nil),   // 9: starpu.plugins.driver.LoadKernelRequest
+	(*LoadKernelResponse)(nil),  // 10: starpu.plugins.driver.LoadKernelResponse
+	(*proto.Span)(nil),          // 11: starpu.plugins.base.Span
 }
 var file_pluginapi_driver_proto_driver_proto_depIdxs = []int32{
 	1,  // 0: starpu.plugins.driver.FingerprintResponse.units:type_name -> starpu.plugins.driver.Unit
 	2,  // 1: starpu.plugins.driver.FingerprintResponse.nodes:type_name -> starpu.plugins.driver.MemoryNode
-	16, // 2: starpu.plugins.driver.WorkerSpec.dispatch:type_name -> starpu.plugins.base.Span
-	16, // 3: starpu.plugins.driver.WorkerSpec.completion:type_name -> starpu.plugins.base.Span
+	11, // 2: starpu.plugins.driver.WorkerSpec.dispatch:type_name -> starpu.plugins.base.Span
+	11, // 3: starpu.plugins.driver.WorkerSpec.completion:type_name -> starpu.plugins.base.Span
 	4,  // 4: starpu.plugins.driver.InitRequest.workers:type_name -> starpu.plugins.driver.WorkerSpec
-	13, // 5: starpu.plugins.driver.CopyRequest.ranges:type_name -> starpu.plugins.driver.CopyRange
-	0,  // 6: starpu.plugins.driver.Driver.Fingerprint:input_type -> starpu.plugins.driver.FingerprintRequest
-	5,  // 7: starpu.plugins.driver.Driver.Init:input_type -> starpu.plugins.driver.InitRequest
-	7,  // 8: starpu.plugins.driver.Driver.Deinit:input_type -> starpu.plugins.driver.DeinitRequest
-	9,  // 9: starpu.plugins.driver.Driver.Alloc:input_type -> starpu.plugins.driver.AllocRequest
-	11, // 10: starpu.plugins.driver.Driver.Free:input_type -> starpu.plugins.driver.FreeRequest
-	14, // 11: starpu.plugins.driver.Driver.Copy:input_type -> starpu.plugins.driver.CopyRequest
-	3,  // 12: starpu.plugins.driver.Driver.Fingerprint:output_type -> starpu.plugins.driver.FingerprintResponse
-	6,  // 13: starpu.plugins.driver.Driver.Init:output_type -> starpu.plugins.driver.InitResponse
-	8,  // 14: starpu.plugins.driver.Driver.Deinit:output_type -> starpu.plugins.driver.DeinitResponse
-	10, // 15: starpu.plugins.driver.Driver.Alloc:output_type -> starpu.plugins.driver.AllocResponse
-	12, // 16: starpu.plugins.driver.Driver.Free:output_type -> starpu.plugins.driver.FreeResponse
-	15, // 17: starpu.plugins.driver.Driver.Copy:output_type -> starpu.plugins.driver.CopyResponse
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	0,  // 5: starpu.plugins.driver.Driver.Fingerprint:input_type -> starpu.plugins.driver.FingerprintRequest
+	5,  // 6: starpu.plugins.driver.Driver.Init:input_type -> starpu.plugins.driver.InitRequest
+	7,  // 7: starpu.plugins.driver.Driver.Deinit:input_type -> starpu.plugins.driver.DeinitRequest
+	9,  // 8: starpu.plugins.driver.Driver.LoadKernel:input_type -> starpu.plugins.driver.LoadKernelRequest
+	3,  // 9: starpu.plugins.driver.Driver.Fingerprint:output_type -> starpu.plugins.driver.FingerprintResponse
+	6,  // 10: starpu.plugins.driver.Driver.Init:output_type -> starpu.plugins.driver.InitResponse
+	8,  // 11: starpu.plugins.driver.Driver.Deinit:output_type -> starpu.plugins.driver.DeinitResponse
+	10, // 12: starpu.plugins.driver.Driver.LoadKernel:output_type -> starpu.plugins.driver.LoadKernelResponse
+	9,  // [9:13] is the sub-list for method output_type
+	5,  // [5:9] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_pluginapi_driver_proto_driver_proto_init() }
@@ -979,7 +698,7 @@ func file_pluginapi_driver_proto_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pluginapi_driver_proto_driver_proto_rawDesc), len(file_pluginapi_driver_proto_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,9 +26,7 @@ const (
 	Driver_Fingerprint_FullMethodName = "/starpu.plugins.driver.Driver/Fingerprint"
 	Driver_Init_FullMethodName        = "/starpu.plugins.driver.Driver/Init"
 	Driver_Deinit_FullMethodName      = "/starpu.plugins.driver.Driver/Deinit"
-	Driver_Alloc_FullMethodName       = "/starpu.plugins.driver.Driver/Alloc"
-	Driver_Free_FullMethodName        = "/starpu.plugins.driver.Driver/Free"
-	Driver_Copy_FullMethodName        = "/starpu.plugins.driver.Driver/Copy"
+	Driver_LoadKernel_FullMethodName  = "/starpu.plugins.driver.Driver/LoadKernel"
 )
 
 // DriverClient is the client API for Driver service.
@@ -43,12 +41,9 @@ type DriverClient interface {
 	Init(ctx context.Context, in *InitRequest, opts ...grpc.CallOption) (*InitResponse, error)
 	// Deinit stops the workers.
 	Deinit(ctx context.Context, in *DeinitRequest, opts ...grpc.CallOption) (*DeinitResponse, error)
-	// Alloc allocates bytes on one of the driver's memory nodes.
-	Alloc(ctx context.Context, in *AllocRequest, opts ...grpc.CallOption) (*AllocResponse, error)
-	// Free releases an allocation.
-	Free(ctx context.Context, in *FreeRequest, opts ...grpc.CallOption) (*FreeResponse, error)
-	// Copy moves ranges between the driver's node and the RAM node.
-	Copy(ctx context.Context, in *CopyRequest, opts ...grpc.CallOption) (*CopyResponse, error)
+	// LoadKernel compiles a kernel given as source and adds it to the
+	// driver's kernels.
+	LoadKernel(ctx context.Context, in *LoadKernelRequest, opts ...grpc.CallOption) (*LoadKernelResponse, error)
 }
 
 type driverClient struct {
@@ -89,30 +84,10 @@ func (c *driverClient) Deinit(ctx context.Context, in *DeinitRequest, opts ...gr
 	return out, nil
 }
 
-func (c *driverClient) Alloc(ctx context.Context, in *AllocRequest, opts ...grpc.CallOption) (*AllocResponse, error) {
+func (c *driverClient) LoadKernel(ctx context.Context, in *LoadKernelRequest, opts ...grpc.CallOption) (*LoadKernelResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(AllocResponse)
-	err := c.cc.Invoke(ctx, Driver_Alloc_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *driverClient) Free(ctx context.Context, in *FreeRequest, opts ...grpc.CallOption) (*FreeResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(FreeResponse)
-	err := c.cc.Invoke(ctx, Driver_Free_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *driverClient) Copy(ctx context.Context, in *CopyRequest, opts ...grpc.CallOption) (*CopyResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CopyResponse)
-	err := c.cc.Invoke(ctx, Driver_Copy_FullMethodName, in, out, cOpts...)
+	out := new(LoadKernelResponse)
+	err := c.cc.Invoke(ctx, Driver_LoadKernel_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -131,12 +106,9 @@ type DriverServer interface {
 	Init(context.Context, *InitRequest) (*InitResponse, error)
 	// Deinit stops the workers.
 	Deinit(context.Context, *DeinitRequest) (*DeinitResponse, error)
-	// Alloc allocates bytes on one of the driver's memory nodes.
-	Alloc(context.Context, *AllocRequest) (*AllocResponse, error)
-	// Free releases an allocation.
-	Free(context.Context, *FreeRequest) (*FreeResponse, error)
-	// Copy moves ranges between the driver's node and the RAM node.
-	Copy(context.Context, *CopyRequest) (*CopyResponse, error)
+	// LoadKernel compiles a kernel given as source and adds it to the
+	// driver's kernels.
+	LoadKernel(context.Context, *LoadKernelRequest) (*LoadKernelResponse, error)
 	mustEmbedUnimplementedDriverServer()
 }
 
@@ -156,14 +128,8 @@ func (UnimplementedDriverServer) Init(context.Context, *InitRequest) (*InitRespo
 func (UnimplementedDriverServer) Deinit(context.Context, *DeinitRequest) (*DeinitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Deinit not implemented")
 }
-func (UnimplementedDriverServer) Alloc(context.Context, *AllocRequest) (*AllocResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Alloc not implemented")
-}
-func (UnimplementedDriverServer) Free(context.Context, *FreeRequest) (*FreeResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Free not implemented")
-}
-func (UnimplementedDriverServer) Copy(context.Context, *CopyRequest) (*CopyResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Copy not implemented")
+func (UnimplementedDriverServer) LoadKernel(context.Context, *LoadKernelRequest) (*LoadKernelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LoadKernel not implemented")
 }
 func (UnimplementedDriverServer) mustEmbedUnimplementedDriverServer() {}
 func (UnimplementedDriverServer) testEmbeddedByValue()                {}
@@ -240,56 +206,20 @@ func _Driver_Deinit_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Driver_Alloc_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(AllocRequest)
+func _Driver_LoadKernel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoadKernelRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(DriverServer).Alloc(ctx, in)
+		return srv.(DriverServer).LoadKernel(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: Driver_Alloc_FullMethodName,
+		FullMethod: Driver_LoadKernel_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(DriverServer).Alloc(ctx, req.(*AllocRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _Driver_Free_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(FreeRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(DriverServer).Free(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Driver_Free_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(DriverServer).Free(ctx, req.(*FreeRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _Driver_Copy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CopyRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(DriverServer).Copy(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Driver_Copy_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(DriverServer).Copy(ctx, req.(*CopyRequest))
+		return srv.(DriverServer).LoadKernel(ctx, req.(*LoadKernelRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -314,16 +244,8 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Driver_Deinit_Handler,
 		},
 		{
-			MethodName: "Alloc",
-			Handler:    _Driver_Alloc_Handler,
-		},
-		{
-			MethodName: "Free",
-			Handler:    _Driver_Free_Handler,
-		},
-		{
-			MethodName: "Copy",
-			Handler:    _Driver_Copy_Handler,
+			MethodName: "LoadKernel",
+			Handler:    _Driver_LoadKernel_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -185,20 +185,10 @@ func (d *Driver) Deinit(context.Context) error {
 	return nil
 }
 
-// Alloc implements driver.Driver: CPU workers compute in RAM, which the core
-// owns, so there is no device memory to allocate.
-func (d *Driver) Alloc(context.Context, int, uint64) (uint64, error) {
-	return 0, errors.New("driver-cpu: no device memory node (CPU workers use the RAM node)")
-}
-
-// Free implements driver.Driver.
-func (d *Driver) Free(context.Context, int, uint64) error {
-	return errors.New("driver-cpu: no device memory node (CPU workers use the RAM node)")
-}
-
-// Copy implements driver.Driver.
-func (d *Driver) Copy(context.Context, *driver.CopyRequest) error {
-	return errors.New("driver-cpu: no device memory node (CPU workers use the RAM node)")
+// LoadKernel implements driver.Driver: CPU kernels are Go functions
+// compiled into the driver, so there is no source to load.
+func (d *Driver) LoadKernel(_ context.Context, k driver.KernelSource) (int, error) {
+	return 0, fmt.Errorf("driver-cpu: cannot load kernel %q from source: CPU kernels are Go functions built into the driver (see cpudriver.WithKernels)", k.Name)
 }
 
 type worker struct {

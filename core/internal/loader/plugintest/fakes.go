@@ -88,6 +88,7 @@ var DriverFingerprint = driver.Fingerprint{
 	Units:   []driver.Unit{{Name: "gpu0", Node: 1}, {Name: "gpu1", Node: 2}},
 	Nodes:   []driver.MemoryNode{{Name: "gpu0-mem", Bytes: 1 << 34}, {Name: "gpu1-mem", Bytes: 1<<34 + 1}},
 	Kernels: []string{"axpy", "gemm", "scal"},
+	Note:    "a note",
 }
 
 // DriverInit is the only InitRequest the fake driver accepts.
@@ -99,21 +100,20 @@ var DriverInit = driver.InitRequest{
 	SpinIters: 1000,
 }
 
-// Driver is a fake driver with one device memory node, node 1, kept in Go
-// memory: Alloc, Free and Copy really move bytes between it and the arena.
+// Driver is a fake driver: it checks the requests it gets against the
+// fixed ones below.
 type Driver struct {
 	fakeBase
 	arena *shm.Arena
 
 	mu     sync.Mutex
 	inited bool
-	next   uint64
-	bufs   map[uint64][]byte
+	loaded []string
 }
 
 // NewDriver returns a fake driver named name on arena a.
 func NewDriver(name string, a *shm.Arena) *Driver {
-	return &Driver{fakeBase: fakeBase{base.KindDriver, name}, arena: a, next: 0x1000, bufs: map[uint64][]byte{}}
+	return &Driver{fakeBase: fakeBase{base.KindDriver, name}, arena: a}
 }
 
 // Fingerprint implements driver.Driver.
@@ -147,73 +147,16 @@ func (d *Driver) Deinit(context.Context) error {
 	return nil
 }
 
-// Alloc implements driver.Driver.
-func (d *Driver) Alloc(_ context.Context, node int, size uint64) (uint64, error) {
-	if node != 1 {
-		return 0, fmt.Errorf("alloc: no memory node %d", node)
-	}
-	if size == 0 || size > 1<<30 {
-		return 0, fmt.Errorf("alloc: bad size %d", size)
+// LoadKernel implements driver.Driver: it "compiles" sources that start
+// with "kernel void NAME" and appends them to the kernel list.
+func (d *Driver) LoadKernel(_ context.Context, k driver.KernelSource) (int, error) {
+	if !strings.HasPrefix(k.Source, "kernel void "+k.Name) {
+		return 0, fmt.Errorf("load kernel %s: build failed:\n<source>:1:1: error: expected 'kernel void %s'", k.Name, k.Name)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h := d.next
-	d.next += 0x1000
-	d.bufs[h] = make([]byte, size)
-	return h, nil
-}
-
-// Free implements driver.Driver.
-func (d *Driver) Free(_ context.Context, node int, buffer uint64) error {
-	if node != 1 {
-		return fmt.Errorf("free: no memory node %d", node)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.bufs[buffer]; !ok {
-		return fmt.Errorf("free: unknown buffer %#x", buffer)
-	}
-	delete(d.bufs, buffer)
-	return nil
-}
-
-// Copy implements driver.Driver between RAM (node 0, arena offsets) and
-// node 1.
-func (d *Driver) Copy(_ context.Context, req *driver.CopyRequest) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	side := func(node int, buffer, off, n uint64) ([]byte, error) {
-		switch node {
-		case 0:
-			b, err := d.arena.BytesChecked(base.Span{Offset: off, Size: n})
-			if err != nil {
-				return nil, fmt.Errorf("copy: %w", err)
-			}
-			return b, nil
-		case 1:
-			buf, ok := d.bufs[buffer]
-			if !ok {
-				return nil, fmt.Errorf("copy: unknown buffer %#x", buffer)
-			}
-			if off > uint64(len(buf)) || n > uint64(len(buf))-off {
-				return nil, fmt.Errorf("copy: range %d+%d outside buffer %#x of %d bytes", off, n, buffer, len(buf))
-			}
-			return buf[off : off+n], nil
-		}
-		return nil, fmt.Errorf("copy: no memory node %d", node)
-	}
-	for _, r := range req.Ranges {
-		src, err := side(req.SrcNode, req.SrcBuffer, r.SrcOffset, r.Len)
-		if err != nil {
-			return err
-		}
-		dst, err := side(req.DstNode, req.DstBuffer, r.DstOffset, r.Len)
-		if err != nil {
-			return err
-		}
-		copy(dst, src)
-	}
-	return nil
+	d.loaded = append(d.loaded, k.Name)
+	return len(DriverFingerprint.Kernels) + len(d.loaded) - 1, nil
 }
 
 // SchedInit is the only InitRequest the fake scheduler accepts.

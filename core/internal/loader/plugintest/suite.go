@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"reflect"
 	"strings"
@@ -129,45 +128,17 @@ func DriverSuite(t *testing.T, d driver.Driver, tg Target) {
 		}
 		wantErr(t, tg, k, d.Deinit(ctx), "deinit: not initialised", false)
 	})
-	t.Run("AllocCopyFree", func(t *testing.T) {
+	t.Run("LoadKernel", func(t *testing.T) {
 		ctx := ctxT(t)
-		wantErr(t, tg, k, errOf(d.Alloc(ctx, 7, 10)), "alloc: no memory node 7", false)
-		wantErr(t, tg, k, errOf(d.Alloc(ctx, 1, 0)), "alloc: bad size 0", false)
-		const n = 300
-		h, err := d.Alloc(ctx, 1, n)
+		idx, err := d.LoadKernel(ctx, driver.KernelSource{Name: "scale", Source: "kernel void scale(global float *x) {}"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := tg.Arena
-		src, dst := mustAlloc(t, a, n), mustAlloc(t, a, n)
-		for i, b := 0, a.Bytes(src); i < n; i++ {
-			b[i] = byte(i*7 + 1)
+		if want := len(DriverFingerprint.Kernels); idx != want {
+			t.Fatalf("LoadKernel index %d, want %d", idx, want)
 		}
-		up := &driver.CopyRequest{SrcNode: 0, DstNode: 1, DstBuffer: h, Ranges: []driver.CopyRange{
-			{SrcOffset: src.Offset, DstOffset: 0, Len: 100},
-			{SrcOffset: src.Offset + 100, DstOffset: 100, Len: n - 100},
-		}}
-		if err := d.Copy(ctx, up); err != nil {
-			t.Fatal(err)
-		}
-		down := &driver.CopyRequest{SrcNode: 1, DstNode: 0, SrcBuffer: h, Ranges: []driver.CopyRange{
-			{SrcOffset: 0, DstOffset: dst.Offset, Len: n},
-		}}
-		if err := d.Copy(ctx, down); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(a.Bytes(src), a.Bytes(dst)) {
-			t.Fatal("data copied to node 1 and back differs")
-		}
-		down.SrcBuffer = 0xdead
-		wantErr(t, tg, k, d.Copy(ctx, down), "copy: unknown buffer 0xdead", false)
-		down.SrcBuffer, down.Ranges[0].SrcOffset = h, 1
-		wantErr(t, tg, k, d.Copy(ctx, down), fmt.Sprintf("copy: range 1+300 outside buffer %#x of 300 bytes", h), false)
-		wantErr(t, tg, k, d.Free(ctx, 2, h), "free: no memory node 2", false)
-		if err := d.Free(ctx, 1, h); err != nil {
-			t.Fatal(err)
-		}
-		wantErr(t, tg, k, d.Free(ctx, 1, h), fmt.Sprintf("free: unknown buffer %#x", h), false)
+		_, err = d.LoadKernel(ctx, driver.KernelSource{Name: "scale", Source: "garbage"})
+		wantErr(t, tg, k, err, "load kernel scale: build failed:\n<source>:1:1: error: expected 'kernel void scale'", false)
 	})
 }
 

@@ -1,0 +1,57 @@
+package wire
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/starpu-go/starpu/pluginapi/kernel"
+)
+
+// Every message survives encoding, and a truncated one is refused.
+func TestRoundTrip(t *testing.T) {
+	type codec interface {
+		Decode([]byte) error
+	}
+	exec := Exec{ID: 7, Kernel: 3, Arg: []byte("arg"), Buffers: []BufferDesc{
+		{Node: 2, Offset: 1 << 40, Mode: kernel.RW, Layout: kernel.Layout{Interface: kernel.Matrix, ElemSize: 4, NX: 5, NY: 6, LD: 8}},
+		{Offset: 64, Mode: kernel.R, Layout: kernel.Layout{Interface: kernel.FirstPluginInterface + 1, ElemSize: 8, NX: 1, NY: 2, NZ: 3, LD: 4, LDZ: 5}},
+	}}
+	push := Push{ID: 1 << 50, Priority: -3, ArchMask: 5, Worker: -1, ReleasedBy: 2, Codelet: 9, Flags: PushLocality,
+		Length: [NumArch]int64{100, -1, 7}, Transfer: []int64{0, 1234}}
+	cp := Copy{ID: 11, SrcNode: 0, DstNode: 1, SrcBuffer: 4096, DstBuffer: 17, Ranges: []CopyRange{{0, 0, 10}, {20, 10, 5}}}
+	for _, tc := range []struct {
+		name string
+		in   interface{ Encode([]byte) }
+		size int
+		out  codec
+	}{
+		{"push", &push, PushLen(2), &Push{}},
+		{"push/no nodes", &Push{ID: 2, Length: [NumArch]int64{-1, -1, -1}}, PushLen(0), &Push{}},
+		{"done", &Done{Worker: 3, ID: 4, DurationNs: 5}, DoneSize, &Done{}},
+		{"assign", &Assign{Worker: 1, ID: 2}, AssignSize, &Assign{}},
+		{"exec", &exec, ExecSize(2, 3), &Exec{}},
+		{"completion", &Completion{ID: 5, Failed: true, StartNs: 1, EndNs: 2, Err: []byte("boom")}, CompletionLen(4), &Completion{}},
+		{"alloc", &Alloc{ID: 8, Node: 1, Buffer: 9, Size: 1 << 33}, AllocSize, &Alloc{}},
+		{"free", &Free{Node: 1, Buffer: 9}, FreeSize, &Free{}},
+		{"copy", &cp, CopyLen(2), &Copy{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := make([]byte, tc.size)
+			tc.in.Encode(b)
+			if err := tc.out.Decode(b); err != nil {
+				t.Fatal(err)
+			}
+			got, want := tc.out, tc.in
+			if p, ok := got.(*Push); ok && len(p.Transfer) == 0 {
+				p.Transfer = want.(*Push).Transfer
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decoded %+v, want %+v", got, want)
+			}
+			if err := tc.out.Decode(b[:tc.size-1]); !errors.Is(err, ErrShort) {
+				t.Fatalf("truncated message: error %v, want ErrShort", err)
+			}
+		})
+	}
+}
