@@ -15,11 +15,11 @@ import (
 
 // recDriver records what it is sent and answers what the test sets.
 type recDriver struct {
-	fp        *Fingerprint
-	err       error
-	init      *InitRequest
-	loaded    KernelSource
-	deinits   int
+	fp      *Fingerprint
+	err     error
+	init    *InitRequest
+	loaded  KernelSource
+	deinits int
 }
 
 func (r *recDriver) PluginInfo(context.Context) (*base.Info, error) {
