@@ -8,6 +8,7 @@ import (
 	"context"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
 )
 
 // Description is what an interface says about one registered datum, given
@@ -22,6 +23,26 @@ type Description struct {
 	Size uint64
 	// Footprint hashes the shape, for performance models.
 	Footprint uint32
+	// Layout is how kernels see the datum: the interface encodes its shape
+	// in the layout's fields and its accessor package decodes them. The
+	// core sets Layout.Interface to the number it gave the interface.
+	Layout kernel.Layout
+}
+
+// PartAlign is the alignment of each part in a datum's region.
+const PartAlign = 64
+
+// PartOffsets places parts of the given sizes one after another in a
+// region, each aligned to PartAlign, and returns their offsets and the
+// region's size. The core lays out a plugin datum this way on every node.
+func PartOffsets(sizes []uint64) (offsets []uint64, total uint64) {
+	offsets = make([]uint64, len(sizes))
+	for i, s := range sizes {
+		total = (total + PartAlign - 1) &^ (PartAlign - 1)
+		offsets[i] = total
+		total += s
+	}
+	return offsets, total
 }
 
 // Range is one contiguous range of a copy plan: bytes [Offset, Offset+Len) of
