@@ -318,6 +318,20 @@ func (e Event) ProfilingTimes() (start, end uint64, err error) {
 	return uint64(s), uint64(t), nil
 }
 
+// CreateUserEvent makes an event the host completes with SetUserStatus:
+// commands waiting on it start then.
+func (c Context) CreateUserEvent() (Event, error) {
+	var code C.cl_int
+	e := C.clCreateUserEvent(c.c, &code)
+	return Event{e}, check("clCreateUserEvent", code)
+}
+
+// SetUserStatus completes a user event: Complete, or a negative error
+// that fails the commands waiting on it.
+func (e Event) SetUserStatus(status int32) error {
+	return check("clSetUserEventStatus", C.clSetUserEventStatus(e.e, C.cl_int(status)))
+}
+
 // Release drops the event.
 func (e Event) Release() error { return check("clReleaseEvent", C.clReleaseEvent(e.e)) }
 

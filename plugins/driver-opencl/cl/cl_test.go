@@ -370,3 +370,38 @@ func BenchmarkScal64MiB(b *testing.B) {
 		b.Fatalf("x = %v after %d scalings, want %v", x[n-1], b.N+1, want)
 	}
 }
+
+// TestUserEvent holds a command back on a user event, then fails it.
+func TestUserEvent(t *testing.T) {
+	d := openDevice(t)
+	u, err := d.ctx.CreateUserEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Release()
+	host := hostBytes(t, 64)
+	m, err := d.ctx.CreateBuffer(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	w, err := d.q.EnqueueWrite(m, false, 0, host, []Event{u}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release()
+	d.q.Flush()
+	time.Sleep(10 * time.Millisecond)
+	if s, err := w.Status(); err != nil || s == Complete {
+		t.Fatalf("write ran before its user event: status %d, %v", s, err)
+	}
+	if err := u.SetUserStatus(OutOfResources); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Wait(); err == nil {
+		t.Fatal("write waiting on a failed event succeeded")
+	}
+	if s, err := w.Status(); err != nil || s >= 0 {
+		t.Fatalf("status %d, %v; want an error status", s, err)
+	}
+}

@@ -39,10 +39,13 @@ type key struct {
 // access is the last commands on a buffer that a new command may have to
 // wait for: the last writer, and the last reader on each queue since it
 // (a queue is in order, so its last reader stands for the earlier ones).
+// Each is an event and the sequence number of its flight.
 type access struct {
-	write  cl.Event
-	writeQ int
-	read   [nqueues]cl.Event
+	write    cl.Event
+	writeQ   int
+	writeSeq uint64
+	read     [nqueues]cl.Event
+	readSeq  [nqueues]uint64
 }
 
 func (a *access) empty() bool {
@@ -65,17 +68,27 @@ type devBuf struct {
 // completion needs.
 type flight struct {
 	id     uint64
+	seq    uint64
 	ev     cl.Event
 	what   string // "kernel scal_f32", "copy 0->1", for error messages
 	call   string // the OpenCL call that enqueued ev
 	enqNs  int64
 	kernel bool // take the duration from the event's profiling times
 	keys   []key
+	// after are the flights (by seq) this one depends on: its completion
+	// is posted after theirs.
+	after []uint64
+	// Set when the event has reported.
+	done   bool
+	status int32
+	endNs  int64
 }
 
-// doneRec is a finished command, as the event callback reports it.
+// doneRec is a finished command, as the event callback reports it: the
+// flight's seq (never reused, so that a late report cannot hit another
+// flight) and the command's final status.
 type doneRec struct {
-	slot   uint64
+	seq    uint64
 	status int32
 	ns     int64
 }
@@ -104,6 +117,10 @@ type worker struct {
 	slots    []flight
 	free     []int
 	inflight int
+	seq      uint64
+	live     map[uint64]int // slot of each flight not yet retired, by seq
+	ready    []int               // slots reported done, not yet retired
+	after    []uint64
 	bufs     map[uint64]*devBuf
 	used     uint64
 	acc      map[key]*access
@@ -127,7 +144,7 @@ func (d *Driver) newWorker(spec driver.WorkerSpec, dev *device, spin int) (*work
 		return nil, fmt.Errorf("completion ring: %w", err)
 	}
 	w := &worker{d: d, dev: dev, spec: spec, node: uint32(dev.index + 1), spin: spin,
-		bufs: map[uint64]*devBuf{}, acc: map[key]*access{}}
+		bufs: map[uint64]*devBuf{}, acc: map[key]*access{}, live: map[uint64]int{}}
 	if w.bell, err = d.arena.BellChecked(spec.Bell); err != nil {
 		return nil, fmt.Errorf("doorbell: %w", err)
 	}
@@ -148,8 +165,8 @@ func (d *Driver) newWorker(spec driver.WorkerSpec, dev *device, spin int) (*work
 
 // onDone runs on an OpenCL thread when a command finishes: it queues the
 // news and wakes the worker.
-func (w *worker) onDone(slot uint64, status int32) {
-	r := doneRec{slot: slot, status: status, ns: wire.Now()}
+func (w *worker) onDone(seq uint64, status int32) {
+	r := doneRec{seq: seq, status: status, ns: wire.Now()}
 	w.doneMu.Lock()
 	w.done = append(w.done, r)
 	w.doneMu.Unlock()
@@ -167,6 +184,9 @@ func (d *Driver) run(w *worker) {
 	ready := func() bool { return !w.dispatch.Empty() || w.pending.Load() || d.stop.Load() }
 	for !d.stop.Load() {
 		if !w.bell.Wait(ready, w.spin, 200*time.Millisecond) {
+			if w.inflight > 0 {
+				w.poll()
+			}
 			continue
 		}
 		if err := w.runOnce(); err != nil {
@@ -287,40 +307,91 @@ func (w *worker) flush() {
 	}
 }
 
-// retire posts the completions of the commands OpenCL reported finished.
+// retire posts the completions of the commands OpenCL reported finished,
+// each after those of the commands it depended on: callbacks may arrive in
+// any order, completions go out in an order consistent with the data.
 func (w *worker) retire() error {
-	if !w.pending.Load() {
-		return nil
-	}
-	w.doneMu.Lock()
-	w.pending.Store(false)
-	w.drained, w.done = w.done, w.drained[:0]
-	w.doneMu.Unlock()
-	for _, r := range w.drained {
-		f := &w.slots[r.slot]
-		c := wire.Completion{ID: f.id, StartNs: f.enqNs, EndNs: r.ns}
-		var err error
-		if r.status < 0 {
-			err = fmt.Errorf("%s: %w", f.what, &cl.Error{Call: f.call, Code: r.status})
-		} else if f.kernel {
-			// The kernel ran for end-start on the device; it ended at
-			// r.ns or a little before.
-			if s, e, perr := f.ev.ProfilingTimes(); perr == nil && e >= s {
-				c.StartNs = max(c.StartNs, r.ns-int64(e-s))
+	if w.pending.Load() {
+		w.doneMu.Lock()
+		w.pending.Store(false)
+		w.drained, w.done = w.done, w.drained[:0]
+		w.doneMu.Unlock()
+		for _, r := range w.drained {
+			slot, ok := w.live[r.seq]
+			if !ok || w.slots[slot].done {
+				continue // reported twice (callback after a poll)
 			}
+			f := &w.slots[slot]
+			f.done, f.status, f.endNs = true, r.status, r.ns
+			w.ready = append(w.ready, slot)
 		}
-		for _, k := range f.keys {
-			w.forget(k, f.ev)
+	}
+	for progress := true; progress && len(w.ready) > 0; {
+		progress = false
+		kept := w.ready[:0]
+		for _, slot := range w.ready {
+			if w.blocked(&w.slots[slot]) {
+				kept = append(kept, slot)
+				continue
+			}
+			if err := w.finish(slot); err != nil {
+				return err
+			}
+			progress = true
 		}
-		f.ev.Release()
-		*f = flight{keys: f.keys[:0]}
-		w.free = append(w.free, int(r.slot))
-		w.inflight--
-		if perr := w.post(c, err); perr != nil {
-			return perr
-		}
+		w.ready = kept
 	}
 	return nil
+}
+
+// blocked reports whether a flight depends on one not yet retired.
+func (w *worker) blocked(f *flight) bool {
+	for _, a := range f.after {
+		if _, ok := w.live[a]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// finish retires a flight whose event reported: it posts the completion and
+// frees the slot.
+func (w *worker) finish(slot int) error {
+	f := &w.slots[slot]
+	c := wire.Completion{ID: f.id, StartNs: f.enqNs, EndNs: f.endNs}
+	var err error
+	if f.status < 0 {
+		err = fmt.Errorf("%s: %w", f.what, &cl.Error{Call: f.call, Code: f.status})
+	} else if f.kernel {
+		// The kernel ran for end-start on the device; it ended when the
+		// callback came or a little before.
+		if s, e, perr := f.ev.ProfilingTimes(); perr == nil && e >= s {
+			c.StartNs = max(c.StartNs, f.endNs-int64(e-s))
+		}
+	}
+	for _, k := range f.keys {
+		w.forget(k, f.ev)
+	}
+	f.ev.Release()
+	delete(w.live, f.seq)
+	*f = flight{keys: f.keys[:0], after: f.after[:0]}
+	w.free = append(w.free, slot)
+	w.inflight--
+	return w.post(c, err)
+}
+
+// poll asks OpenCL for the status of the commands in flight, for those
+// that failed without calling back (pocl does not call back for a user
+// event set to an error); the run loop calls it when it has waited a while
+// with commands in flight.
+func (w *worker) poll() {
+	for seq, slot := range w.live {
+		if f := &w.slots[slot]; !f.done {
+			if st, err := f.ev.Status(); err == nil && st < 0 {
+				w.onDone(seq, st)
+			}
+		}
+	}
 }
 
 // launch tracks an enqueued command until its event reports.
@@ -332,11 +403,14 @@ func (w *worker) launch(f flight) error {
 		slot = len(w.slots)
 		w.slots = append(w.slots, flight{})
 	}
-	keys := append(w.slots[slot].keys[:0], f.keys...)
-	f.keys = keys
+	f.keys = append(w.slots[slot].keys[:0], f.keys...)
+	f.after = append(w.slots[slot].after[:0], w.after...)
+	w.seq++
+	f.seq = w.seq
 	w.slots[slot] = f
+	w.live[f.seq] = slot
 	w.inflight++
-	if err := f.ev.OnComplete(w.sink, uint64(slot)); err != nil {
+	if err := f.ev.OnComplete(w.sink, f.seq); err != nil {
 		// No callback: wait for the command here rather than lose it.
 		w.d.log.Warn("event callback refused; waiting for the command", "worker", w.spec.ID, "error", err)
 		status := cl.Complete
@@ -347,42 +421,51 @@ func (w *worker) launch(f flight) error {
 				status = cl.OutOfResources
 			}
 		}
-		w.onDone(uint64(slot), status)
+		w.onDone(f.seq, status)
 	}
 	return nil
 }
 
 // deps adds to w.wait the events a command on queue q that reads (or
-// writes) buffer k must wait for. Events of q itself need no waiting: the
-// queue is in order.
+// writes) buffer k must wait for, and to w.after their flights. Events of
+// q itself need no waiting, the queue being in order, but still order the
+// completions.
 func (w *worker) deps(k key, write bool, q int) {
 	a := w.acc[k]
 	if a == nil {
 		return
 	}
-	if !a.write.IsNil() && a.writeQ != q {
-		w.wait = append(w.wait, a.write)
+	if !a.write.IsNil() {
+		w.after = append(w.after, a.writeSeq)
+		if a.writeQ != q {
+			w.wait = append(w.wait, a.write)
+		}
 	}
 	if write {
 		for rq, r := range a.read {
-			if !r.IsNil() && rq != q {
-				w.wait = append(w.wait, r)
+			if !r.IsNil() {
+				w.after = append(w.after, a.readSeq[rq])
+				if rq != q {
+					w.wait = append(w.wait, r)
+				}
 			}
 		}
 	}
 }
 
-// record notes that the command of ev on queue q reads (or writes) k.
+// record notes that the command of ev on queue q, the next flight to
+// launch, reads (or writes) k.
 func (w *worker) record(k key, write bool, q int, ev cl.Event) {
 	a := w.acc[k]
 	if a == nil {
 		a = &access{}
 		w.acc[k] = a
 	}
+	seq := w.seq + 1
 	if write {
-		*a = access{write: ev, writeQ: q}
+		*a = access{write: ev, writeQ: q, writeSeq: seq}
 	} else {
-		a.read[q] = ev
+		a.read[q], a.readSeq[q] = ev, seq
 	}
 }
 
@@ -519,7 +602,7 @@ func (w *worker) enqueueCopy(c *wire.Copy, now int64) error {
 		last = i
 	}
 	srcKey, dstKey := key{src.node, src.buf}, key{dst.node, dst.buf}
-	w.wait = w.wait[:0]
+	w.wait, w.after = w.wait[:0], w.after[:0]
 	w.deps(srcKey, false, xferQ)
 	w.deps(dstKey, true, xferQ)
 	q := w.dev.q[xferQ]
@@ -687,7 +770,7 @@ func (w *worker) enqueueExec(e *wire.Exec, now int64) error {
 			return fail("argument %d (the task's %d-byte argument): %v", arg, len(e.Arg), err)
 		}
 	}
-	w.wait = w.wait[:0]
+	w.wait, w.after = w.wait[:0], w.after[:0]
 	w.keys = w.keys[:0]
 	for _, b := range e.Buffers {
 		if b.Layout.Interface == kernel.Void {
@@ -735,7 +818,9 @@ func (w *worker) drain() {
 			w.d.log.Error("commands still running at deinit", "worker", w.spec.ID, "device", w.dev.name, "commands", w.inflight)
 			return
 		}
-		w.bell.Wait(w.pending.Load, 0, 100*time.Millisecond)
+		if !w.bell.Wait(w.pending.Load, 0, 100*time.Millisecond) {
+			w.poll()
+		}
 		if err := w.retire(); err != nil {
 			// The core is not reading completions any more: finish
 			// retiring without posting.
