@@ -119,7 +119,7 @@ type worker struct {
 	inflight int
 	seq      uint64
 	live     map[uint64]int // slot of each flight not yet retired, by seq
-	ready    []int               // slots reported done, not yet retired
+	ready    []int          // slots reported done, not yet retired
 	after    []uint64
 	bufs     map[uint64]*devBuf
 	used     uint64
