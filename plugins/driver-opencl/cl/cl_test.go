@@ -405,3 +405,38 @@ func TestUserEvent(t *testing.T) {
 		t.Fatalf("status %d, %v; want an error status", s, err)
 	}
 }
+
+// BenchmarkScalSmall is one tiny kernel launch and wait: pocl's own
+// per-kernel latency, the floor under the driver's per-task overhead.
+func BenchmarkScalSmall(b *testing.B) {
+	d := openDevice(b)
+	prog, err := d.ctx.BuildProgram(scalSrc, []Device{d.dev}, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prog.Release()
+	k, err := prog.CreateKernel("scal")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer k.Release()
+	m, err := d.ctx.CreateBuffer(64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Release()
+	k.SetArgMem(0, m)
+	k.SetArgUint32(1, 16)
+	k.SetArgFloat32(2, 1)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		e, err := d.q.EnqueueNDRange(k, []uint64{16}, nil, nil, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := e.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		e.Release()
+	}
+}

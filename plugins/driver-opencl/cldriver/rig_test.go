@@ -52,7 +52,7 @@ type machine struct {
 	cpuMem       uint64
 }
 
-func probe(t *testing.T) machine {
+func probe(t testing.TB) machine {
 	t.Helper()
 	var m machine
 	ps, err := cl.Platforms()
@@ -84,7 +84,7 @@ func probe(t *testing.T) machine {
 }
 
 // needDevice skips a test on a machine without any OpenCL device.
-func needDevice(t *testing.T) machine {
+func needDevice(t testing.TB) machine {
 	t.Helper()
 	m := probe(t)
 	if m.cpus+m.others == 0 {
@@ -93,7 +93,7 @@ func needDevice(t *testing.T) machine {
 	return m
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
@@ -101,7 +101,7 @@ func ctxT(t *testing.T) context.Context {
 
 // newArena makes the core's shared-memory arena: rings and bells in the
 // control region, buffers in the heap.
-func newArena(t *testing.T) *shm.Arena {
+func newArena(t testing.TB) *shm.Arena {
 	t.Helper()
 	a, err := shm.Create(512<<20, 4<<20)
 	if err != nil {
@@ -114,7 +114,7 @@ func newArena(t *testing.T) *shm.Arena {
 // launch starts the driver as a plugin process with env added to the
 // test's environment, as the core's loader does: arena on fd 3, go-plugin
 // handshake, gRPC.
-func launch(t *testing.T, a *shm.Arena, env ...string) driver.Driver {
+func launch(t testing.TB, a *shm.Arena, env ...string) driver.Driver {
 	t.Helper()
 	cmd := exec.Command(pluginPath)
 	cmd.ExtraFiles = []*os.File{a.File()}
@@ -141,7 +141,7 @@ func launch(t *testing.T, a *shm.Arena, env ...string) driver.Driver {
 }
 
 // inProcess returns a driver in this process, with env set for the test.
-func inProcess(t *testing.T, a *shm.Arena, env ...string) driver.Driver {
+func inProcess(t testing.TB, a *shm.Arena, env ...string) driver.Driver {
 	t.Helper()
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -153,14 +153,14 @@ func inProcess(t *testing.T, a *shm.Arena, env ...string) driver.Driver {
 // mode is one way of running the driver.
 type mode struct {
 	name  string
-	start func(t *testing.T, a *shm.Arena, env ...string) driver.Driver
+	start func(t testing.TB, a *shm.Arena, env ...string) driver.Driver
 }
 
 var modes = []mode{{"in-process", inProcess}, {"plugin", launch}}
 
 // rig is the core's side of one driver with one worker on unit 0.
 type rig struct {
-	t          *testing.T
+	t          testing.TB
 	arena      *shm.Arena
 	drv        driver.Driver
 	fp         *driver.Fingerprint
@@ -175,7 +175,7 @@ type rig struct {
 	order []uint64
 }
 
-func carveRing(t *testing.T, a *shm.Arena, capacity uint64) (*shm.Ring, base.Span) {
+func carveRing(t testing.TB, a *shm.Arena, capacity uint64) (*shm.Ring, base.Span) {
 	s, err := a.Carve(shm.RingBytes(capacity), 64)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func carveRing(t *testing.T, a *shm.Arena, capacity uint64) (*shm.Ring, base.Spa
 	return r, s
 }
 
-func carveBell(t *testing.T, a *shm.Arena) (*shm.Bell, uint64) {
+func carveBell(t testing.TB, a *shm.Arena) (*shm.Bell, uint64) {
 	s, err := a.Carve(shm.BellSize, 64)
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func carveBell(t *testing.T, a *shm.Arena) (*shm.Bell, uint64) {
 }
 
 // startRig starts drv's worker on unit 0 (with OpenCL on CPUs allowed).
-func startRig(t *testing.T, m mode, env ...string) *rig {
+func startRig(t testing.TB, m mode, env ...string) *rig {
 	t.Helper()
 	needDevice(t)
 	a := newArena(t)
