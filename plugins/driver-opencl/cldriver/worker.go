@@ -211,7 +211,11 @@ func (w *worker) runOnce() error {
 		}
 		w.dispatch.Release()
 		if n++; n%flushEvery == 0 {
+			// A long batch: start the device and answer what finished.
 			w.flush()
+			if err := w.retire(); err != nil {
+				return err
+			}
 		}
 	}
 	if err := w.dispatch.Err(); err != nil {
