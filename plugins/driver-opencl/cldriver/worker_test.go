@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/wire"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 	"github.com/starpu-go/starpu/plugins/driver-opencl/cl"
 )
 
@@ -102,5 +105,45 @@ func TestRetireOrder(t *testing.T) {
 	}
 	if !strings.HasPrefix(dev.name, "OpenCL 0 (") {
 		t.Fatalf("device name %q", dev.name)
+	}
+}
+
+// TestDeinitDrains stops the driver with commands in flight: Deinit waits
+// for them and their completions are posted; a second Init reopens the
+// device with the kernels loaded before.
+func TestDeinitDrains(t *testing.T) {
+	r := startRig(t, modes[0])
+	const n = 1 << 22
+	s := r.ram(n * 4)
+	r.ok(r.alloc(1, n*4))
+	scal := r.kernel(blasarg.ScalF32)
+	ids := []uint64{r.up(s, 1)}
+	for i := 0; i < 8; i++ {
+		ids = append(ids, r.exec(scal, blasarg.ScalArg{Alpha: 1}.Encode(), vec(1, n, 4, kernel.RW)))
+	}
+	ids = append(ids, r.down(1, s))
+	if err := r.drv.Deinit(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	r.ok(ids...)
+
+	idx, err := r.drv.LoadKernel(ctxT(t), driver.KernelSource{Name: "twice", Source: "kernel void twice(global float *x, uint n) { x[get_global_id(0)] *= 2; }"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := driver.WorkerSpec{ID: 8, Unit: 0}
+	r.dispatch, spec.Dispatch = carveRing(t, r.arena, 1<<12)
+	r.completion, spec.Completion = carveRing(t, r.arena, 1<<12)
+	r.bell, spec.Bell = carveBell(t, r.arena)
+	r.coreBell, spec.CoreBell = carveBell(t, r.arena)
+	if err := r.drv.Init(ctxT(t), &driver.InitRequest{Workers: []driver.WorkerSpec{spec}}); err != nil {
+		t.Fatal(err)
+	}
+	x := r.f32(s)
+	x[0], x[1] = 1.5, -3
+	r.ok(r.alloc(1, 8))
+	r.ok(r.up(base.Span{Offset: s.Offset, Size: 8}, 1), r.exec(idx, nil, vec(1, 2, 4, kernel.RW)), r.down(1, base.Span{Offset: s.Offset, Size: 8}))
+	if x[0] != 3 || x[1] != -6 {
+		t.Fatalf("after reinit: %v %v", x[0], x[1])
 	}
 }
