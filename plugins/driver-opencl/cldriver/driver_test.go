@@ -147,6 +147,10 @@ func TestScal(t *testing.T) {
 				kernel string
 				elem   uint32
 			}{{blasarg.ScalF32, 4}, {blasarg.ScalF64, 8}} {
+				if !r.has(p.kernel) {
+					t.Logf("%s skipped: a device lacks cl_khr_fp64", p.kernel)
+					continue
+				}
 				s := r.ram(n * uint64(p.elem))
 				if p.elem == 4 {
 					for i, x := 0, r.f32(s); i < n; i++ {

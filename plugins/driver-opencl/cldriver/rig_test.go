@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -343,6 +344,10 @@ func (r *rig) before(a, b uint64) bool {
 	}
 	return false
 }
+
+// has reports whether the driver lists the named kernel (the _f64 ones
+// need cl_khr_fp64 on every device).
+func (r *rig) has(name string) bool { return slices.Contains(r.fp.Kernels, name) }
 
 // kernel is the index of the named kernel in the fingerprint.
 func (r *rig) kernel(name string) int {
