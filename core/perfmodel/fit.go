@@ -1,0 +1,144 @@
+package perfmodel
+
+import "math"
+
+// regSums are the running sums of the log-log least-squares fit of
+// duration = a*size^b over every sample, StarPU's
+// starpu_perfmodel_regression_model: with X = ln size and Y = ln duration,
+// b = (n*Sxy - Sx*Sy) / (n*Sxx - Sx^2) and ln a = (Sy - b*Sx) / n.
+type regSums struct {
+	n                uint64
+	sx, sxx, sy, sxy float64
+	minSize, maxSize uint64
+}
+
+func (r *regSums) add(size, ns float64, isize uint64) {
+	x, y := math.Log(size), math.Log(ns)
+	r.n++
+	r.sx += x
+	r.sxx += x * x
+	r.sy += y
+	r.sxy += x * y
+	if r.n == 1 || isize < r.minSize {
+		r.minSize = isize
+	}
+	if isize > r.maxSize {
+		r.maxSize = isize
+	}
+}
+
+// fit solves the sums. It is calibrated with MinSamples samples over at
+// least two distinct sizes.
+func (r *regSums) fit() Fit {
+	f := Fit{Samples: r.n, MinSize: r.minSize, MaxSize: r.maxSize}
+	if r.n < 2 || r.minSize == r.maxSize {
+		return f
+	}
+	n := float64(r.n)
+	den := n*r.sxx - r.sx*r.sx
+	if den <= 0 {
+		return f
+	}
+	f.B = (n*r.sxy - r.sx*r.sy) / den
+	f.A = math.Exp((r.sy - f.B*r.sx) / n)
+	f.Calibrated = r.n >= MinSamples && !math.IsNaN(f.A) && !math.IsInf(f.A, 0) && !math.IsNaN(f.B)
+	return f
+}
+
+// point is one (size, mean duration) pair of the non-linear fit.
+type point struct{ x, y float64 }
+
+// fitPower fits y - c = a*x^b by least squares on (ln x, ln(y-c)). It fails
+// when fewer than two distinct x remain or some y <= c.
+func fitPower(pts []point, c float64) (a, b float64, ok bool) {
+	var sx, sxx, sy, sxy float64
+	for _, p := range pts {
+		if p.y <= c {
+			return 0, 0, false
+		}
+		x, y := math.Log(p.x), math.Log(p.y-c)
+		sx += x
+		sxx += x * x
+		sy += y
+		sxy += x * y
+	}
+	n := float64(len(pts))
+	den := n*sxx - sx*sx
+	if len(pts) < 2 || den <= 1e-12*n*sxx {
+		return 0, 0, false
+	}
+	b = (n*sxy - sx*sy) / den
+	a = math.Exp((sy - b*sx) / n)
+	return a, b, !math.IsInf(a, 0) && !math.IsNaN(a) && !math.IsNaN(b)
+}
+
+// relErr is the sum of squared relative errors of a*x^b + c over pts: each
+// size weighs the same whatever its duration, which is what a scheduler
+// comparing architectures needs when sizes span decades.
+func relErr(pts []point, a, b, c float64) float64 {
+	var s float64
+	for _, p := range pts {
+		r := (a*math.Pow(p.x, b) + c - p.y) / p.y
+		s += r * r
+	}
+	return s
+}
+
+// fitNonLinear fits y = a*x^b + c with 0 <= c < min y. For a given c, a and
+// b follow from the log-log fit of y - c (fitPower); c is the one value left
+// to choose, so it is picked by minimising the squared relative error over
+// c: a scan of [0, min y) in 32 steps, then a golden-section search around
+// the best step. With two distinct sizes every c fits exactly and c = 0
+// wins, so the model degenerates to a*x^b.
+func fitNonLinear(pts []point) (a, b, c float64, ok bool) {
+	if len(pts) < 2 {
+		return 0, 0, 0, false
+	}
+	ymin := math.Inf(1)
+	for _, p := range pts {
+		ymin = min(ymin, p.y)
+	}
+	cost := func(c float64) float64 {
+		a, b, ok := fitPower(pts, c)
+		if !ok {
+			return math.Inf(1)
+		}
+		return relErr(pts, a, b, c)
+	}
+	const steps = 32
+	hi := ymin * (1 - 1e-9)
+	best, bestCost := 0.0, cost(0)
+	for i := 1; i < steps; i++ {
+		ci := hi * float64(i) / steps
+		if v := cost(ci); v < bestCost {
+			best, bestCost = ci, v
+		}
+	}
+	if math.IsInf(bestCost, 1) {
+		return 0, 0, 0, false
+	}
+	// Golden section on [best - step, best + step], clamped.
+	lo, up := max(0, best-hi/steps), min(hi, best+hi/steps)
+	const g = 0.6180339887498949
+	x1, x2 := up-g*(up-lo), lo+g*(up-lo)
+	f1, f2 := cost(x1), cost(x2)
+	for i := 0; i < 60 && up-lo > 1e-12*(1+hi); i++ {
+		if f1 < f2 {
+			up, x2, f2 = x2, x1, f1
+			x1 = up - g*(up-lo)
+			f1 = cost(x1)
+		} else {
+			lo, x1, f1 = x1, x2, f2
+			x2 = lo + g*(up-lo)
+			f2 = cost(x2)
+		}
+	}
+	if f1 < bestCost {
+		best, bestCost = x1, f1
+	}
+	if f2 < bestCost {
+		best = x2
+	}
+	a, b, ok = fitPower(pts, best)
+	return a, b, best, ok
+}
