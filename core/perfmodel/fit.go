@@ -88,15 +88,21 @@ func relErr(pts []point, a, b, c float64) float64 {
 // b follow from the log-log fit of y - c (fitPower); c is the one value left
 // to choose, so it is picked by minimising the squared relative error over
 // c: a scan of [0, min y) in 32 steps, then a golden-section search around
-// the best step. With two distinct sizes every c fits exactly and c = 0
-// wins, so the model degenerates to a*x^b.
+// the best step. With two distinct sizes every c fits exactly, so c is 0
+// and the model degenerates to a*x^b.
 func fitNonLinear(pts []point) (a, b, c float64, ok bool) {
-	if len(pts) < 2 {
-		return 0, 0, 0, false
-	}
+	distinct := map[float64]bool{}
 	ymin := math.Inf(1)
 	for _, p := range pts {
 		ymin = min(ymin, p.y)
+		distinct[p.x] = true
+	}
+	switch len(distinct) {
+	case 0, 1:
+		return 0, 0, 0, false
+	case 2:
+		a, b, ok = fitPower(pts, 0)
+		return a, b, 0, ok
 	}
 	cost := func(c float64) float64 {
 		a, b, ok := fitPower(pts, c)
