@@ -217,7 +217,6 @@ func decodeModel(b []byte, symbol string) (*Model, error) {
 			return nil, fmt.Errorf("field %s.min_size: %d above max_size %d", rt, r.MinSize, r.MaxSize)
 		}
 		a.reg = regSums{n: r.Samples, sx: r.SumLnX, sxx: r.SumLnX2, sy: r.SumLnY, sxy: r.SumLnXLnY, minSize: r.MinSize, maxSize: r.MaxSize}
-		a.lin = a.reg.fit()
 		if kind == NonLinearRegression {
 			a.refitNL()
 		}
@@ -302,7 +301,7 @@ func (m *Model) encodeLocked(host string) fileModel {
 				MeanNs: e.mean, DevNs: e.dev(), Samples: e.n})
 		}
 		sort.Slice(fa.Entries, func(i, j int) bool { return fa.Entries[i].Footprint < fa.Entries[j].Footprint })
-		fit := a.lin
+		fit := a.reg.fit()
 		if kind == NonLinearRegression {
 			fit = a.nl
 		}

@@ -27,26 +27,39 @@ func (r *regSums) add(size, ns float64, isize uint64) {
 	}
 }
 
-// fit solves the sums. It is calibrated with MinSamples samples over at
-// least two distinct sizes.
-func (r *regSums) fit() Fit {
-	f := Fit{Samples: r.n, MinSize: r.minSize, MaxSize: r.maxSize}
+// solve returns ln a and b from the sums; ok when calibrated: MinSamples
+// samples over at least two distinct sizes. It skips the exponential so
+// that Record can publish a regression cheaply.
+func (r *regSums) solve() (lnA, b float64, ok bool) {
 	if r.n < 2 || r.minSize == r.maxSize {
-		return f
+		return 0, 0, false
 	}
 	n := float64(r.n)
 	den := n*r.sxx - r.sx*r.sx
 	if den <= 0 {
-		return f
+		return 0, 0, false
 	}
-	f.B = (n*r.sxy - r.sx*r.sy) / den
-	f.A = math.Exp((r.sy - f.B*r.sx) / n)
-	f.Calibrated = r.n >= MinSamples && !math.IsNaN(f.A) && !math.IsInf(f.A, 0) && !math.IsNaN(f.B)
+	b = (n*r.sxy - r.sx*r.sy) / den
+	lnA = (r.sy - b*r.sx) / n
+	return lnA, b, r.n >= MinSamples && finite(lnA) && finite(b)
+}
+
+// fit returns the solved regression for display.
+func (r *regSums) fit() Fit {
+	f := Fit{Samples: r.n, MinSize: r.minSize, MaxSize: r.maxSize}
+	lnA, b, ok := r.solve()
+	if lnA != 0 || b != 0 {
+		f.A, f.B = math.Exp(lnA), b
+	}
+	f.Calibrated = ok
 	return f
 }
 
-// point is one (size, mean duration) pair of the non-linear fit.
-type point struct{ x, y float64 }
+// point is one (size, mean duration) pair of the non-linear fit, with
+// lx = ln x computed once.
+type point struct{ x, y, lx float64 }
+
+func newPoint(x, y float64) point { return point{x: x, y: y, lx: math.Log(x)} }
 
 // fitPower fits y - c = a*x^b by least squares on (ln x, ln(y-c)). It fails
 // when fewer than two distinct x remain or some y <= c.
@@ -56,7 +69,7 @@ func fitPower(pts []point, c float64) (a, b float64, ok bool) {
 		if p.y <= c {
 			return 0, 0, false
 		}
-		x, y := math.Log(p.x), math.Log(p.y-c)
+		x, y := p.lx, math.Log(p.y-c)
 		sx += x
 		sxx += x * x
 		sy += y
@@ -78,7 +91,7 @@ func fitPower(pts []point, c float64) (a, b float64, ok bool) {
 func relErr(pts []point, a, b, c float64) float64 {
 	var s float64
 	for _, p := range pts {
-		r := (a*math.Pow(p.x, b) + c - p.y) / p.y
+		r := (a*math.Exp(b*p.lx) + c - p.y) / p.y
 		s += r * r
 	}
 	return s
@@ -128,7 +141,7 @@ func fitNonLinear(pts []point) (a, b, c float64, ok bool) {
 	const g = 0.6180339887498949
 	x1, x2 := up-g*(up-lo), lo+g*(up-lo)
 	f1, f2 := cost(x1), cost(x2)
-	for i := 0; i < 60 && up-lo > 1e-12*(1+hi); i++ {
+	for i := 0; i < 100 && up-lo > 1e-6*hi; i++ {
 		if f1 < f2 {
 			up, x2, f2 = x2, x1, f1
 			x1 = up - g*(up-lo)

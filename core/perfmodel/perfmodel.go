@@ -240,10 +240,10 @@ type archModel struct {
 	fit publishedFit                      // what regression kinds predict with
 
 	// Under Model.mu.
-	reg    regSums
-	lin    Fit // a*n^b from reg
-	nl     Fit // a*n^b+c from the entries
-	nlNext uint64
+	reg       regSums
+	nl        Fit    // a*n^b+c from the entries
+	nlNext    uint64 // refit once reg.n reaches it
+	nlNextPts int    // or once there are that many entries
 }
 
 // entry is the history of one data footprint on one architecture.
@@ -319,11 +319,11 @@ func (m *Model) Predict(arch string, footprint uint32, size uint64) (ns float64,
 	if size == 0 {
 		return 0, false
 	}
-	ca, cb, cc, valid := a.fit.load()
+	lnA, b, c, valid := a.fit.load()
 	if !valid {
 		return 0, false
 	}
-	return ca*math.Pow(float64(size), cb) + cc, true
+	return math.Exp(lnA+b*math.Log(float64(size))) + c, true
 }
 
 // Record adds the measured duration ns of a task on architecture arch, with
@@ -349,12 +349,12 @@ func (m *Model) Record(arch string, footprint uint32, size uint64, ns float64) {
 	kind := Kind(m.kind.Load())
 	if size > 0 && ns > 0 {
 		a.reg.add(float64(size), ns, size)
-		a.lin = a.reg.fit()
 	}
-	if kind == NonLinearRegression && (fresh || a.reg.n >= a.nlNext) {
+	switch {
+	case kind == Regression:
+		a.publish(kind)
+	case kind == NonLinearRegression && (a.reg.n >= a.nlNext || fresh && len(*a.fps.Load()) >= a.nlNextPts):
 		a.refitNL()
-	}
-	if kind != History {
 		a.publish(kind)
 	}
 	m.gen++
@@ -416,61 +416,65 @@ func (e *entry) dev() float64 {
 }
 
 // refitNL fits a*n^b+c over the entries' means, and schedules the next refit
-// after an eighth more samples so that its cost (linear in the number of
-// footprints) fades as the model matures.
+// after an eighth more samples or an eighth more entries, so that its cost
+// (linear in the number of entries, about 92 evaluations of the error) is
+// paid O(log n) times over a model's life, not per sample.
 func (a *archModel) refitNL() {
 	pts := make([]point, 0, len(*a.fps.Load()))
 	for _, e := range *a.fps.Load() {
 		if e.n > 0 && e.size > 0 && e.mean > 0 {
-			pts = append(pts, point{x: float64(e.size), y: e.mean})
+			pts = append(pts, newPoint(float64(e.size), e.mean))
 		}
 	}
 	ca, cb, cc, ok := fitNonLinear(pts)
 	a.nl = Fit{A: ca, B: cb, C: cc, Samples: a.reg.n, MinSize: a.reg.minSize, MaxSize: a.reg.maxSize,
 		Calibrated: ok && a.reg.n >= MinSamples && a.reg.minSize < a.reg.maxSize}
 	a.nlNext = a.reg.n + max(1, a.reg.n/8)
+	a.nlNextPts = len(pts) + max(1, len(pts)/8)
 }
 
 // publish makes the fit of kind visible to Predict.
 func (a *archModel) publish(kind Kind) {
 	switch kind {
 	case Regression:
-		a.fit.store(a.lin.A, a.lin.B, 0, a.lin.Calibrated)
+		lnA, b, ok := a.reg.solve()
+		a.fit.store(lnA, b, 0, ok)
 	case NonLinearRegression:
-		a.fit.store(a.nl.A, a.nl.B, a.nl.C, a.nl.Calibrated)
+		a.fit.store(math.Log(a.nl.A), a.nl.B, a.nl.C, a.nl.Calibrated)
 	default:
 		a.fit.store(0, 0, 0, false)
 	}
 }
 
-// publishedFit is a seqlock over the parameters Predict reads, so that a
+// publishedFit is a seqlock over the parameters Predict reads (ln a, b,
+// c: exp(ln a + b ln n) costs less than a*math.Pow(n, b)), so that a
 // reader never mixes the a of one fit with the b of another and nothing is
 // allocated per update. All fields are atomics, so the race detector agrees.
 type publishedFit struct {
-	seq     atomic.Uint64
-	a, b, c atomic.Uint64
-	valid   atomic.Bool
+	seq       atomic.Uint64
+	lnA, b, c atomic.Uint64
+	valid     atomic.Bool
 }
 
-func (p *publishedFit) store(a, b, c float64, valid bool) {
+func (p *publishedFit) store(lnA, b, c float64, valid bool) {
 	p.seq.Add(1) // odd: update in progress
-	p.a.Store(math.Float64bits(a))
+	p.lnA.Store(math.Float64bits(lnA))
 	p.b.Store(math.Float64bits(b))
 	p.c.Store(math.Float64bits(c))
 	p.valid.Store(valid)
 	p.seq.Add(1)
 }
 
-func (p *publishedFit) load() (a, b, c float64, valid bool) {
+func (p *publishedFit) load() (lnA, b, c float64, valid bool) {
 	for {
 		s := p.seq.Load()
 		if s&1 == 0 {
-			a = math.Float64frombits(p.a.Load())
+			lnA = math.Float64frombits(p.lnA.Load())
 			b = math.Float64frombits(p.b.Load())
 			c = math.Float64frombits(p.c.Load())
 			valid = p.valid.Load()
 			if p.seq.Load() == s {
-				return a, b, c, valid
+				return lnA, b, c, valid
 			}
 		}
 		runtime.Gosched() // the writer was preempted mid-update
@@ -529,7 +533,7 @@ func (m *Model) Archs() []ArchInfo {
 		})
 		switch kind {
 		case Regression:
-			f := a.lin
+			f := a.reg.fit()
 			ai.Fit = &f
 		case NonLinearRegression:
 			f := a.nl
