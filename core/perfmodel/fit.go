@@ -101,8 +101,9 @@ func relErr(pts []point, a, b, c float64) float64 {
 // b follow from the log-log fit of y - c (fitPower); c is the one value left
 // to choose, so it is picked by minimising the squared relative error over
 // c: a scan of [0, min y) in 32 steps, then a golden-section search around
-// the best step. With two distinct sizes every c fits exactly, so c is 0
-// and the model degenerates to a*x^b.
+// the best step. That gives the start of a Levenberg-Marquardt descent on
+// all three parameters (refine). With two distinct sizes every c fits
+// exactly, so c is 0 and the model degenerates to a*x^b.
 func fitNonLinear(pts []point) (a, b, c float64, ok bool) {
 	distinct := map[float64]bool{}
 	ymin := math.Inf(1)
@@ -159,5 +160,91 @@ func fitNonLinear(pts []point) (a, b, c float64, ok bool) {
 		best = x2
 	}
 	a, b, ok = fitPower(pts, best)
-	return a, b, best, ok
+	if !ok {
+		return 0, 0, 0, false
+	}
+	a, b, c = refine(pts, a, b, best)
+	return a, b, c, true
+}
+
+// refine improves a start (a, b, c) by Levenberg-Marquardt on the relative
+// residuals (a*x^b + c - y)/y, with a = exp(alpha) kept positive and c kept
+// at 0 or above. The start matters: the log-log fit of y - c behind it
+// weighs the points where y is close to c far too much (their log is
+// dominated by noise), which this step corrects.
+func refine(pts []point, a, b, c float64) (float64, float64, float64) {
+	alpha := math.Log(a)
+	cur := relErr(pts, a, b, c)
+	lambda := 1e-3
+	for range 100 {
+		var jtj [3][3]float64
+		var jtr [3]float64
+		for _, p := range pts {
+			t := math.Exp(alpha + b*p.lx)
+			r := (t + c - p.y) / p.y
+			j := [3]float64{t / p.y, t * p.lx / p.y, 1 / p.y}
+			for i := range 3 {
+				jtr[i] -= j[i] * r
+				for k := range 3 {
+					jtj[i][k] += j[i] * j[k]
+				}
+			}
+		}
+		improved := false
+		for lambda < 1e12 {
+			m := jtj
+			for i := range 3 {
+				m[i][i] *= 1 + lambda
+			}
+			d, ok := solve3(m, jtr)
+			if ok {
+				na, nb, nc := alpha+d[0], b+d[1], max(0, c+d[2])
+				if e := relErr(pts, math.Exp(na), nb, nc); e < cur {
+					done := cur-e <= 1e-12*cur
+					alpha, b, c, cur = na, nb, nc, e
+					lambda = max(lambda/10, 1e-12)
+					improved = !done
+					break
+				}
+			}
+			lambda *= 10
+		}
+		if !improved {
+			break
+		}
+	}
+	return math.Exp(alpha), b, c
+}
+
+// solve3 solves m x = v by Gaussian elimination with partial pivoting.
+func solve3(m [3][3]float64, v [3]float64) ([3]float64, bool) {
+	for col := range 3 {
+		p := col
+		for r := col + 1; r < 3; r++ {
+			if math.Abs(m[r][col]) > math.Abs(m[p][col]) {
+				p = r
+			}
+		}
+		if m[p][col] == 0 || !finite(m[p][col]) {
+			return v, false
+		}
+		m[col], m[p] = m[p], m[col]
+		v[col], v[p] = v[p], v[col]
+		for r := col + 1; r < 3; r++ {
+			f := m[r][col] / m[col][col]
+			for k := col; k < 3; k++ {
+				m[r][k] -= f * m[col][k]
+			}
+			v[r] -= f * v[col]
+		}
+	}
+	var x [3]float64
+	for r := 2; r >= 0; r-- {
+		s := v[r]
+		for k := r + 1; k < 3; k++ {
+			s -= m[r][k] * x[k]
+		}
+		x[r] = s / m[r][r]
+	}
+	return x, finite(x[0]) && finite(x[1]) && finite(x[2])
 }
