@@ -100,7 +100,7 @@ func relErr(pts []point, a, b, c float64) float64 {
 // fitNonLinear fits y = a*x^b + c with 0 <= c < min y. For a given c, a and
 // b follow from the log-log fit of y - c (fitPower); c is the one value left
 // to choose, so it is picked by minimising the squared relative error over
-// c: a scan of [0, min y) in 32 steps, then a golden-section search around
+// c: a scan of [0, min y) in 16 steps, then a golden-section search around
 // the best step. That gives the start of a Levenberg-Marquardt descent on
 // all three parameters (refine). With two distinct sizes every c fits
 // exactly, so c is 0 and the model degenerates to a*x^b.
@@ -125,7 +125,7 @@ func fitNonLinear(pts []point) (a, b, c float64, ok bool) {
 		}
 		return relErr(pts, a, b, c)
 	}
-	const steps = 32
+	const steps = 16
 	hi := ymin * (1 - 1e-9)
 	best, bestCost := 0.0, cost(0)
 	for i := 1; i < steps; i++ {
@@ -142,7 +142,7 @@ func fitNonLinear(pts []point) (a, b, c float64, ok bool) {
 	const g = 0.6180339887498949
 	x1, x2 := up-g*(up-lo), lo+g*(up-lo)
 	f1, f2 := cost(x1), cost(x2)
-	for i := 0; i < 100 && up-lo > 1e-6*hi; i++ {
+	for i := 0; i < 100 && up-lo > 1e-4*hi; i++ {
 		if f1 < f2 {
 			up, x2, f2 = x2, x1, f1
 			x1 = up - g*(up-lo)
@@ -191,7 +191,7 @@ func refine(pts []point, a, b, c float64) (float64, float64, float64) {
 			}
 		}
 		improved := false
-		for lambda < 1e12 {
+		for lambda < 1e6 {
 			m := jtj
 			for i := range 3 {
 				m[i][i] *= 1 + lambda
@@ -209,7 +209,7 @@ func refine(pts []point, a, b, c float64) (float64, float64, float64) {
 			}
 			lambda *= 10
 		}
-		if !improved {
+		if !improved || cur < 1e-20 {
 			break
 		}
 	}

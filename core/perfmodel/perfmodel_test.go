@@ -289,6 +289,16 @@ func TestPersistenceRoundTrip(t *testing.T) {
 	if err := db.Save(); err != nil {
 		t.Fatal(err)
 	}
+	// StarPU's own models (codelets/45/<symbol>.<host>) and temporaries are
+	// not ours.
+	if err := os.MkdirAll(filepath.Join(dir, "codelets", "45"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join("45", "starpu_sgemm."+testHost), ".gemm." + testHost + ".tmp123"} {
+		if err := os.WriteFile(filepath.Join(dir, "codelets", f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	syms, err := List(dir)
 	if err != nil {
 		t.Fatal(err)
