@@ -128,8 +128,8 @@ type DB struct {
 // Open loads the models stored in dir for this host and returns the
 // database. calibrate is STARPU_CALIBRATE: 0 uses the models and adds samples
 // only where an entry is not calibrated yet; 1 adds every sample, even to
-// calibrated entries; 2 ignores the stored models (they are replaced on Save)
-// and calibrates from scratch. A stored model that cannot be read is an
+// calibrated entries; 2 ignores the stored models and calibrates from
+// scratch (Save replaces the files of the models that got samples). A stored model that cannot be read is an
 // error naming its file. log may be nil.
 func Open(dir string, calibrate int, log hclog.Logger) (*DB, error) {
 	if dir == "" {
