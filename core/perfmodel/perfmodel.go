@@ -417,7 +417,7 @@ func (e *entry) dev() float64 {
 
 // refitNL fits a*n^b+c over the entries' means, and schedules the next refit
 // after an eighth more samples or an eighth more entries, so that its cost
-// (linear in the number of entries, about 92 evaluations of the error) is
+// (linear in the number of entries: a few dozen evaluations of the error) is
 // paid O(log n) times over a model's life, not per sample.
 func (a *archModel) refitNL() {
 	pts := make([]point, 0, len(*a.fps.Load()))
