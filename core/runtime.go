@@ -58,9 +58,9 @@ type Runtime struct {
 	// is more than RAM, and the data layer runs its coherency protocol.
 	nodes     []*memNode
 	multiNode bool
-	sched   sched.Scheduler
-	schedP  *loader.Plugin
-	engine  *engine
+	sched     sched.Scheduler
+	schedP    *loader.Plugin
+	engine    *engine
 
 	codelets    sync.Map // *Codelet -> *codeletInfo
 	clMu        sync.Mutex
