@@ -11,8 +11,9 @@ import (
 )
 
 // pluginDir holds the real plugins (driver-cpu, sched-ws) built for the
-// tests; crashyDir holds sched-ws and the crash-test driver as driver-cpu.
-var pluginDir, crashyDir string
+// tests; crashyDir holds sched-ws and the crash-test driver as driver-cpu;
+// openclDir the real plugins and driver-opencl.
+var pluginDir, crashyDir, openclDir string
 
 func TestMain(m *testing.M) {
 	if os.Getenv("CORE_TEST_CHILD") != "" {
@@ -30,12 +31,16 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(tmp)
 	pluginDir = filepath.Join(tmp, "plugins")
 	crashyDir = filepath.Join(tmp, "crashy")
+	openclDir = filepath.Join(tmp, "opencl")
 	builds := []struct{ out, pkg string }{
 		{filepath.Join(pluginDir, "driver-cpu"), "../plugins/driver-cpu"},
 		{filepath.Join(pluginDir, "sched-ws"), "../plugins/sched-ws"},
 		{filepath.Join(crashyDir, "driver-cpu"), "./testdata/driver-crashy"},
 		{filepath.Join(crashyDir, "sched-ws"), "../plugins/sched-ws"},
 		{filepath.Join(crashyDir, "sched-crashy"), "./testdata/sched-crashy"},
+		{filepath.Join(openclDir, "driver-cpu"), "../plugins/driver-cpu"},
+		{filepath.Join(openclDir, "sched-ws"), "../plugins/sched-ws"},
+		{filepath.Join(openclDir, "driver-opencl"), "../plugins/driver-opencl"},
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
