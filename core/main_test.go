@@ -15,6 +15,9 @@ import (
 // openclDir the real plugins and driver-opencl.
 var pluginDir, crashyDir, openclDir string
 
+// modelDir keeps the tests' performance and bus models away from $HOME.
+var modelDir string
+
 func TestMain(m *testing.M) {
 	if os.Getenv("CORE_TEST_CHILD") != "" {
 		os.Exit(childRuntime())
@@ -32,6 +35,7 @@ func run(m *testing.M) int {
 	pluginDir = filepath.Join(tmp, "plugins")
 	crashyDir = filepath.Join(tmp, "crashy")
 	openclDir = filepath.Join(tmp, "opencl")
+	modelDir = filepath.Join(tmp, "models")
 	builds := []struct{ out, pkg string }{
 		{filepath.Join(pluginDir, "driver-cpu"), "../plugins/driver-cpu"},
 		{filepath.Join(pluginDir, "sched-ws"), "../plugins/sched-ws"},
@@ -60,5 +64,6 @@ func testConfig(dir string) *config.Config {
 	c.NCPU = 2
 	c.ArenaSize = 1 << 30
 	c.SpinIters = 200
+	c.ModelDir = modelDir
 	return c
 }
