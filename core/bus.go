@@ -200,4 +200,3 @@ func (rt *Runtime) Bus() []BusLink {
 	}
 	return out
 }
-
