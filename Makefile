@@ -3,11 +3,11 @@
 
 GO ?= go
 BIN := bin
-PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws
+PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/sched-dmda $(BIN)/plugins/sched-eager
 # Packages whose tests run under the race detector: the runtime and the
 # contracts. The plugins' and tools' tests run without it (cgo BLAS under
 # -race is slow and has no shared state to check).
-RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/...
+RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/... ./plugins/sched-dmda/...
 PLAIN_PKGS := ./plugins/driver-cpu/... ./cmd/... ./examples/...
 
 .PHONY: all build demo test setup bench
@@ -17,6 +17,8 @@ build:
 	$(GO) build -o $(BIN)/starpu ./cmd/starpu
 	$(GO) build -o $(BIN)/plugins/driver-cpu ./plugins/driver-cpu
 	$(GO) build -o $(BIN)/plugins/sched-ws ./plugins/sched-ws
+	$(GO) build -o $(BIN)/plugins/sched-dmda ./plugins/sched-dmda
+	$(GO) build -o $(BIN)/plugins/sched-eager ./examples/sched-eager
 
 setup:
 	bash scripts/setup.sh
