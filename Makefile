@@ -3,11 +3,11 @@
 
 GO ?= go
 BIN := bin
-PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driver-opencl
+PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driver-opencl $(BIN)/plugins/sched-dmda $(BIN)/plugins/sched-eager
 # Packages whose tests run under the race detector: the runtime and the
 # contracts. The plugins' and tools' tests run without it (cgo BLAS under
 # -race is slow and has no shared state to check).
-RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/...
+RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/... ./plugins/sched-dmda/...
 PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./cmd/... ./examples/...
 
 .PHONY: all build demo test setup bench
@@ -18,6 +18,8 @@ build:
 	$(GO) build -o $(BIN)/plugins/driver-cpu ./plugins/driver-cpu
 	$(GO) build -o $(BIN)/plugins/sched-ws ./plugins/sched-ws
 	$(GO) build -o $(BIN)/plugins/driver-opencl ./plugins/driver-opencl
+	$(GO) build -o $(BIN)/plugins/sched-dmda ./plugins/sched-dmda
+	$(GO) build -o $(BIN)/plugins/sched-eager ./examples/sched-eager
 
 setup:
 	bash scripts/setup.sh

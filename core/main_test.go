@@ -10,9 +10,10 @@ import (
 	"github.com/starpu-go/starpu/core/config"
 )
 
-// pluginDir holds the real plugins (driver-cpu, sched-ws) built for the
-// tests; crashyDir holds sched-ws and the crash-test driver as driver-cpu;
-// openclDir the real plugins and driver-opencl.
+// pluginDir holds the real plugins (driver-cpu, sched-ws, sched-dmda,
+// sched-eager) built for the tests; crashyDir holds sched-ws and the
+// crash-test driver as driver-cpu; openclDir the real plugins and
+// driver-opencl.
 var pluginDir, crashyDir, openclDir string
 
 // modelDir keeps the tests' performance and bus models away from $HOME.
@@ -39,6 +40,8 @@ func run(m *testing.M) int {
 	builds := []struct{ out, pkg string }{
 		{filepath.Join(pluginDir, "driver-cpu"), "../plugins/driver-cpu"},
 		{filepath.Join(pluginDir, "sched-ws"), "../plugins/sched-ws"},
+		{filepath.Join(pluginDir, "sched-dmda"), "../plugins/sched-dmda"},
+		{filepath.Join(pluginDir, "sched-eager"), "../examples/sched-eager"},
 		{filepath.Join(crashyDir, "driver-cpu"), "./testdata/driver-crashy"},
 		{filepath.Join(crashyDir, "sched-ws"), "../plugins/sched-ws"},
 		{filepath.Join(crashyDir, "sched-crashy"), "./testdata/sched-crashy"},

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -121,11 +122,27 @@ func checkType(a Attr, v any) error {
 	return nil
 }
 
-// MarshalConfig encodes a configuration for the wire.
-func MarshalConfig(c Config) ([]byte, error) { return json.Marshal(c) }
+// MarshalConfig encodes a configuration for the wire. A float64 is always
+// written with a fraction or an exponent (2 as 2.0), so that UnmarshalConfig
+// gives it back as a float64 even when it is whole.
+func MarshalConfig(c Config) ([]byte, error) {
+	out := make(map[string]any, len(c))
+	for k, v := range c {
+		if f, ok := v.(float64); ok {
+			s := strconv.FormatFloat(f, 'g', -1, 64)
+			if !strings.ContainsAny(s, ".eEIN") { // not already marked, nor Inf/NaN (which fail below)
+				s += ".0"
+			}
+			v = json.Number(s)
+		}
+		out[k] = v
+	}
+	return json.Marshal(out)
+}
 
-// UnmarshalConfig decodes a configuration from the wire, keeping whole numbers
-// as int64 so that they validate as ints.
+// UnmarshalConfig decodes a configuration from the wire: a number written
+// without a fraction or an exponent comes back as an int64 (a float64 if it
+// does not fit), any other number as a float64.
 func UnmarshalConfig(b []byte) (Config, error) {
 	if len(b) == 0 {
 		return Config{}, nil
@@ -138,17 +155,22 @@ func UnmarshalConfig(b []byte) (Config, error) {
 	}
 	c := make(Config, len(raw))
 	for k, v := range raw {
-		if n, ok := v.(json.Number); ok {
-			if i, err := n.Int64(); err == nil {
-				c[k] = i
-			} else if f, err := n.Float64(); err == nil {
-				c[k] = f
-			} else {
-				return nil, fmt.Errorf("attribute %q: bad number %q", k, n)
-			}
+		n, ok := v.(json.Number)
+		if !ok {
+			c[k] = v
 			continue
 		}
-		c[k] = v
+		if !strings.ContainsAny(string(n), ".eE") {
+			if i, err := n.Int64(); err == nil {
+				c[k] = i
+				continue
+			}
+		}
+		f, err := n.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("attribute %q: bad number %q", k, n)
+		}
+		c[k] = f
 	}
 	return c, nil
 }

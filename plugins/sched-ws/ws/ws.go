@@ -1,30 +1,67 @@
-// Package ws is the work-stealing scheduling policy: every worker has its own
-// queue; a task goes to the queue of the worker that released it (so a chain
-// stays on one warm worker), or round-robin when the application submitted
-// it; an idle worker steals from the most loaded queue it can help.
+// Package ws is the work-stealing scheduling policy. Every worker has its own
+// queue, ordered by priority. A task goes to the queue of the worker that
+// released it (its data is warm there and a dependency chain stays on one
+// thread), or round robin when the application submitted it. A worker pops
+// its own queue first; with it empty, it steals from the most loaded queue
+// holding a task it can run, taking the least urgent task there. A task with
+// the LOCALITY hint stays with the worker that released it unless that
+// worker's queue is overloaded or the thief has been idle for a while.
+// docs/design/scheduling.md explains the choices.
 package ws
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/wire"
+)
+
+// Defaults of the locality rule (config attrs locality_overload and
+// locality_idle_us).
+const (
+	DefaultLocalityOverload = 4
+	DefaultLocalityIdle     = 500 * time.Microsecond
 )
 
 // Policy is the work-stealing policy. The host calls it from one goroutine.
 type Policy struct {
-	workers []sched.Worker
-	queues  map[int]*queue
-	order   []int // worker ids, in the order of Init/AddWorkers
-	next    int   // round-robin cursor for submitted tasks
-	steal   bool
+	ws     []*wstate // by worker id; nil where there is no worker
+	order  []int     // worker ids in the order of Init/AddWorkers
+	next   int       // round-robin cursor over order, for submitted tasks
+	parked []*sched.Task
+	tried  []bool // scratch for Pop's victim search, by worker id
+	closed bool
+
+	steal            bool
+	localityOverload int
+	localityIdleNs   int64
+	now              func() int64 // monotonic ns; a field so tests can drive time
 }
 
-// New returns the policy with stealing on.
-func New() *Policy { return &Policy{steal: true} }
+// wstate is one worker as the policy tracks it.
+type wstate struct {
+	w         sched.Worker
+	q         queue
+	running   int   // tasks popped for it and not yet finished
+	idleSince int64 // when it was last found with nothing to run; 0 when busy
+}
+
+// New returns the policy with its defaults: stealing on, locality as above.
+func New() *Policy {
+	return &Policy{steal: true, localityOverload: DefaultLocalityOverload,
+		localityIdleNs: DefaultLocalityIdle.Nanoseconds(), now: wire.Now}
+}
 
 // ConfigSchema implements sched.Configurable.
 func (p *Policy) ConfigSchema() *base.Schema {
 	return &base.Schema{Attrs: []base.Attr{
 		{Name: "steal", Type: base.AttrBool, Default: "true", Doc: "let idle workers take tasks from other workers' queues"},
+		{Name: "locality_overload", Type: base.AttrInt, Default: fmt.Sprint(DefaultLocalityOverload),
+			Doc: "a LOCALITY task may be stolen from a queue holding more than this many tasks"},
+		{Name: "locality_idle_us", Type: base.AttrInt, Default: fmt.Sprint(DefaultLocalityIdle.Microseconds()),
+			Doc: "... or by a worker that has had nothing to run for this many microseconds"},
 	}}
 }
 
@@ -33,47 +70,65 @@ func (p *Policy) SetConfig(cfg base.Config) error {
 	if v, ok := cfg["steal"].(bool); ok {
 		p.steal = v
 	}
+	if v, ok := cfg["locality_overload"].(int64); ok {
+		if v < 0 {
+			return fmt.Errorf("locality_overload %d: must not be negative", v)
+		}
+		p.localityOverload = int(v)
+	}
+	if v, ok := cfg["locality_idle_us"].(int64); ok {
+		if v < 0 {
+			return fmt.Errorf("locality_idle_us %d: must not be negative", v)
+		}
+		p.localityIdleNs = v * 1000
+	}
 	return nil
 }
 
 // Init implements sched.Policy.
 func (p *Policy) Init(workers []sched.Worker) error {
-	p.queues = make(map[int]*queue)
+	for _, w := range workers {
+		if w.ID < 0 {
+			return fmt.Errorf("worker id %d: must not be negative", w.ID)
+		}
+	}
 	p.AddWorkers(workers)
 	return nil
 }
 
-// AddWorkers implements sched.Policy.
+// AddWorkers implements sched.Policy. Tasks that no worker could run so far
+// are placed again.
 func (p *Policy) AddWorkers(workers []sched.Worker) {
 	for _, w := range workers {
-		if _, ok := p.queues[w.ID]; ok {
+		if w.ID < 0 || w.ID < len(p.ws) && p.ws[w.ID] != nil {
 			continue
 		}
-		p.workers = append(p.workers, w)
-		p.queues[w.ID] = &queue{}
+		for w.ID >= len(p.ws) {
+			p.ws = append(p.ws, nil)
+			p.tried = append(p.tried, false)
+		}
+		p.ws[w.ID] = &wstate{w: w}
 		p.order = append(p.order, w.ID)
+	}
+	parked := p.parked
+	p.parked = nil
+	for _, t := range parked {
+		p.Push(t)
 	}
 }
 
 // RemoveWorkers implements sched.Policy: the removed workers' queued tasks
-// are pushed again so that another worker runs them.
+// are placed again, on other workers; a task bound to a removed worker
+// waits until that worker is added back.
 func (p *Policy) RemoveWorkers(ids []int) {
 	var orphans []*sched.Task
 	for _, id := range ids {
-		q, ok := p.queues[id]
-		if !ok {
+		s := p.state(id)
+		if s == nil {
 			continue
 		}
-		for _, b := range q.buckets {
-			orphans = append(orphans, b.tasks[b.head:]...)
-		}
-		delete(p.queues, id)
-		for i, w := range p.workers {
-			if w.ID == id {
-				p.workers = append(p.workers[:i], p.workers[i+1:]...)
-				break
-			}
-		}
+		orphans = s.q.appendAll(orphans)
+		p.ws[id] = nil
 		for i, o := range p.order {
 			if o == id {
 				p.order = append(p.order[:i], p.order[i+1:]...)
@@ -82,86 +137,133 @@ func (p *Policy) RemoveWorkers(ids []int) {
 		}
 	}
 	for _, t := range orphans {
-		t.ReleasedBy = -1
+		t.ReleasedBy = -1 // its data is no longer anywhere useful
 		p.Push(t)
 	}
 }
 
 // Push implements sched.Policy.
 func (p *Policy) Push(t *sched.Task) {
+	if p.closed {
+		return
+	}
 	if t.Worker >= 0 {
-		if q, ok := p.queues[int(t.Worker)]; ok {
-			q.push(t)
-			return
+		if s := p.state(int(t.Worker)); s != nil {
+			s.q.push(t, s.w.ID)
+		} else {
+			p.parked = append(p.parked, t)
 		}
+		return
 	}
-	if t.ReleasedBy >= 0 {
-		if w := p.worker(int(t.ReleasedBy)); w != nil && t.CanRun(w) {
-			p.queues[w.ID].push(t)
-			return
-		}
+	if s := p.state(int(t.ReleasedBy)); s != nil && t.CanRun(&s.w) {
+		s.q.push(t, s.w.ID)
+		return
 	}
-	for range p.workers {
-		w := &p.workers[p.next%len(p.workers)]
+	for range p.order {
+		s := p.ws[p.order[p.next%len(p.order)]]
 		p.next++
-		if t.CanRun(w) {
-			p.queues[w.ID].push(t)
+		if t.CanRun(&s.w) {
+			s.q.push(t, s.w.ID)
 			return
 		}
 	}
-	// No worker can run it: the core checks this at submit, so this only
-	// happens if workers were removed; keep it for a worker that may come.
-	if len(p.workers) > 0 {
-		p.queues[p.workers[0].ID].push(t)
-	}
+	p.parked = append(p.parked, t) // no worker can run it now
 }
 
 // Pop implements sched.Policy: the worker's own queue first (highest
-// priority, then oldest), then the longest other queue with a task it can run.
+// priority, then oldest), then a steal.
 func (p *Policy) Pop(id int) *sched.Task {
-	w := p.worker(id)
-	if w == nil {
+	s := p.state(id)
+	if s == nil || p.closed {
 		return nil
 	}
-	if t := p.queues[id].take(w, false); t != nil {
-		return t
+	t := s.q.take(&s.w, false, true)
+	if t == nil && p.steal {
+		t = p.stealFor(s)
 	}
-	if !p.steal {
-		return nil
-	}
-	var victim *queue
-	for _, o := range p.order {
-		if q := p.queues[o]; o != id && q.len() > 0 && (victim == nil || q.len() > victim.len()) {
-			victim = q
+	if t == nil {
+		if s.running == 0 && s.idleSince == 0 {
+			s.idleSince = p.now()
 		}
-	}
-	if victim == nil {
 		return nil
 	}
-	return victim.take(w, true)
+	s.running++
+	s.idleSince = 0
+	return t
+}
+
+// stealFor finds a task for s in another worker's queue: the victim is the
+// most loaded queue holding a task s may take, the task the least urgent one
+// there. Ties go to the first victim after a cursor that moves at every
+// steal, so that thieves spread over equally loaded victims.
+func (p *Policy) stealFor(s *wstate) *sched.Task {
+	clear(p.tried)
+	idleLong := -1 // whether s has been idle long enough, computed on demand
+	mayTakeLocal := func(v *wstate) bool {
+		if v.q.n > p.localityOverload {
+			return true
+		}
+		if idleLong < 0 {
+			idleLong = 0
+			if s.running == 0 && s.idleSince != 0 && p.now()-s.idleSince >= p.localityIdleNs {
+				idleLong = 1
+			}
+		}
+		return idleLong == 1
+	}
+	n := len(p.order)
+	p.next++
+	for {
+		var victim *wstate
+		for k := 0; k < n; k++ {
+			v := p.ws[p.order[(p.next+k)%n]]
+			if v == s || p.tried[v.w.ID] || v.q.n == 0 || (victim != nil && v.q.n <= victim.q.n) {
+				continue
+			}
+			if v.q.n > v.q.local+v.q.bound || v.q.local > 0 && mayTakeLocal(v) {
+				victim = v
+			}
+		}
+		if victim == nil {
+			return nil
+		}
+		if t := victim.q.take(&s.w, true, victim.q.local > 0 && mayTakeLocal(victim)); t != nil {
+			return t
+		}
+		p.tried[victim.w.ID] = true
+	}
 }
 
 // PostExec implements sched.Policy.
-func (p *Policy) PostExec(int, uint64, int64) {}
-
-// Deinit implements sched.Policy.
-func (p *Policy) Deinit() {}
-
-func (p *Policy) worker(id int) *sched.Worker {
-	for i := range p.workers {
-		if p.workers[i].ID == id {
-			return &p.workers[i]
-		}
+func (p *Policy) PostExec(worker int, _ uint64, _ int64) {
+	if s := p.state(worker); s != nil && s.running > 0 {
+		s.running--
 	}
-	return nil
 }
 
-// queue keeps tasks by decreasing priority, oldest first among equals: one
-// FIFO per distinct priority, so that push and take are O(1) in the common
-// case of few priorities.
+// Deinit implements sched.Policy: it drops every queued task.
+func (p *Policy) Deinit() {
+	p.closed = true
+	p.ws, p.order, p.parked = nil, nil, nil
+}
+
+func (p *Policy) state(id int) *wstate {
+	if id < 0 || id >= len(p.ws) {
+		return nil
+	}
+	return p.ws[id]
+}
+
+// queue keeps one worker's tasks by decreasing priority, oldest first among
+// equals: one FIFO per distinct priority, so that push and take are O(1) in
+// the common case of few priorities.
 type queue struct {
+	owner   int
 	buckets []*bucket // by decreasing priority
-	n       int
+	n       int       // tasks queued
+	local   int       // of which LOCALITY tasks released by the owner
+	bound   int       // of which tasks bound to the owner (Task.Worker)
+	spare   *bucket   // a drained bucket kept for reuse: no allocation per task in a chain
 }
 
 type bucket struct {
@@ -170,9 +272,23 @@ type bucket struct {
 	head  int
 }
 
-func (q *queue) len() int { return q.n }
+// pinnedLocal reports whether t is a LOCALITY task kept by its releaser.
+func (q *queue) pinnedLocal(t *sched.Task) bool {
+	return t.Locality && int(t.ReleasedBy) == q.owner
+}
 
-func (q *queue) push(t *sched.Task) {
+func (q *queue) count(t *sched.Task, d int) {
+	q.n += d
+	if q.pinnedLocal(t) {
+		q.local += d
+	}
+	if t.Worker >= 0 {
+		q.bound += d
+	}
+}
+
+func (q *queue) push(t *sched.Task, owner int) {
+	q.owner = owner
 	i := 0
 	for i < len(q.buckets) && q.buckets[i].prio > t.Priority {
 		i++
@@ -180,15 +296,23 @@ func (q *queue) push(t *sched.Task) {
 	if i == len(q.buckets) || q.buckets[i].prio != t.Priority {
 		q.buckets = append(q.buckets, nil)
 		copy(q.buckets[i+1:], q.buckets[i:])
-		q.buckets[i] = &bucket{prio: t.Priority}
+		b := q.spare
+		if b == nil {
+			b = &bucket{}
+		}
+		q.spare = nil
+		b.prio = t.Priority
+		q.buckets[i] = b
 	}
 	q.buckets[i].tasks = append(q.buckets[i].tasks, t)
-	q.n++
+	q.count(t, 1)
 }
 
-// take removes the first task w can run; a thief takes from the low-priority
-// end, leaving the owner its most urgent work.
-func (q *queue) take(w *sched.Worker, thief bool) *sched.Task {
+// take removes the first task w can run: the owner takes the most urgent,
+// oldest task; a thief takes from the other end (lowest priority, newest),
+// leaving the owner its urgent work, and skips LOCALITY tasks unless
+// withLocal.
+func (q *queue) take(w *sched.Worker, thief, withLocal bool) *sched.Task {
 	nb := len(q.buckets)
 	for k := 0; k < nb; k++ {
 		bi := k
@@ -196,10 +320,12 @@ func (q *queue) take(w *sched.Worker, thief bool) *sched.Task {
 			bi = nb - 1 - k
 		}
 		b := q.buckets[bi]
-		if t := b.take(w, thief); t != nil {
-			q.n--
+		if t := b.take(w, thief, thief && !withLocal, q.owner); t != nil {
+			q.count(t, -1)
 			if b.head == len(b.tasks) {
 				q.buckets = append(q.buckets[:bi], q.buckets[bi+1:]...)
+				b.tasks, b.head = b.tasks[:0], 0
+				q.spare = b
 			}
 			return t
 		}
@@ -207,16 +333,27 @@ func (q *queue) take(w *sched.Worker, thief bool) *sched.Task {
 	return nil
 }
 
-func (b *bucket) take(w *sched.Worker, thief bool) *sched.Task {
+// appendAll empties q onto out.
+func (q *queue) appendAll(out []*sched.Task) []*sched.Task {
+	for _, b := range q.buckets {
+		out = append(out, b.tasks[b.head:]...)
+	}
+	*q = queue{owner: q.owner}
+	return out
+}
+
+// take removes the first task w can run, from the oldest end or, fromTail,
+// the newest; with skipLocal, not a LOCALITY task kept by owner.
+func (b *bucket) take(w *sched.Worker, fromTail, skipLocal bool, owner int) *sched.Task {
 	live := b.tasks[b.head:]
 	n := len(live)
 	for k := 0; k < n; k++ {
 		i := k
-		if thief {
+		if fromTail {
 			i = n - 1 - k
 		}
 		t := live[i]
-		if !t.CanRun(w) {
+		if !t.CanRun(w) || skipLocal && t.Locality && int(t.ReleasedBy) == owner {
 			continue
 		}
 		switch {

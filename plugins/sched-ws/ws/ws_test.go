@@ -137,3 +137,136 @@ func TestConfig(t *testing.T) {
 		t.Fatal("string for a bool attribute accepted")
 	}
 }
+
+func localTask(id uint64, releasedBy int32) *sched.Task {
+	t := task(id, 0, releasedBy)
+	t.Locality = true
+	return t
+}
+
+// TestLocality: a LOCALITY task stays on its releaser's queue unless that
+// queue is overloaded or the thief has been idle for locality_idle_us.
+func TestLocality(t *testing.T) {
+	var clock int64 = 1
+	setup := func(overload int) *Policy {
+		p := New()
+		p.now = func() int64 { return clock }
+		p.localityOverload = overload
+		p.localityIdleNs = 1000
+		if err := p.Init(cpus(2)); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	p := setup(4)
+	for i := uint64(1); i <= 3; i++ {
+		p.Push(localTask(i, 0))
+	}
+	if tk := p.Pop(1); tk != nil {
+		t.Fatalf("a worker idle for no time stole LOCALITY task %d from a queue of 3", tk.ID)
+	}
+	clock += 999
+	if tk := p.Pop(1); tk != nil {
+		t.Fatalf("worker idle for 999 ns (< 1000) stole task %d", tk.ID)
+	}
+	clock++
+	if tk := p.Pop(1); tk == nil || tk.ID != 3 {
+		t.Fatalf("worker idle for 1000 ns got %v, want the newest task 3", tk)
+	}
+	// Worker 1 now runs a task: it is not idle, so it steals no more
+	// LOCALITY tasks however long it waits.
+	clock += 1e6
+	if tk := p.Pop(1); tk != nil {
+		t.Fatalf("busy worker stole LOCALITY task %d", tk.ID)
+	}
+	// A task that is not LOCALITY is stolen at once.
+	p.Push(task(9, 0, 0))
+	if tk := p.Pop(1); tk == nil || tk.ID != 9 {
+		t.Fatalf("plain task: worker 1 got %v, want 9", tk)
+	}
+
+	p = setup(2)
+	for i := uint64(1); i <= 3; i++ {
+		p.Push(localTask(i, 0))
+	}
+	if tk := p.Pop(1); tk == nil || tk.ID != 3 {
+		t.Fatalf("queue of 3 > overload 2: thief got %v, want task 3", tk)
+	}
+	if tk := p.Pop(1); tk != nil {
+		t.Fatalf("queue of 2 = overload: thief got %d", tk.ID)
+	}
+	if got := ids(p, 0); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("owner popped %v, want [1 2]", got)
+	}
+}
+
+// TestVictimMostLoaded: the thief picks the longest queue.
+func TestVictimMostLoaded(t *testing.T) {
+	p := New()
+	p.Init(cpus(4))
+	p.Push(task(1, 0, 0))
+	for i := uint64(10); i < 14; i++ {
+		p.Push(task(i, 0, 2))
+	}
+	p.Push(task(20, 0, 3))
+	p.Push(task(21, 0, 3))
+	for _, want := range []uint64{13, 12} { // queue 2 has 4, then 3, queue 3 has 2
+		if tk := p.Pop(1); tk == nil || tk.ID != want {
+			t.Fatalf("thief got %v, want task %d", tk, want)
+		}
+	}
+	// Queues 2 and 3 now tie: the next steals go to either, never to
+	// worker 0's shorter queue.
+	for i := 0; i < 2; i++ {
+		if tk := p.Pop(1); tk == nil || tk.ID == 1 {
+			t.Fatalf("steal %d got %v, want a task of queue 2 or 3", i, tk)
+		}
+	}
+}
+
+// TestBoundTasks: a task bound to a worker is never stolen; one bound to a
+// missing worker waits for it.
+func TestBoundTasks(t *testing.T) {
+	p := New()
+	p.Init(cpus(2))
+	p.Push(&sched.Task{ID: 1, ArchMask: 1, Worker: 0, ReleasedBy: -1})
+	p.Push(&sched.Task{ID: 2, ArchMask: 1, Worker: 5, ReleasedBy: -1})
+	if tk := p.Pop(1); tk != nil {
+		t.Fatalf("worker 1 got task %d, bound elsewhere", tk.ID)
+	}
+	if got := ids(p, 0); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("worker 0 popped %v, want [1]", got)
+	}
+	p.AddWorkers([]sched.Worker{{ID: 5, Arch: driver.CPU}})
+	if got := ids(p, 5); len(got) != 1 || got[0] != 2 {
+		t.Fatalf("added worker 5 popped %v, want [2]", got)
+	}
+}
+
+func TestDeinitDropsTasks(t *testing.T) {
+	p := New()
+	p.Init(cpus(2))
+	p.Push(task(1, 0, 0))
+	p.Deinit()
+	if tk := p.Pop(0); tk != nil {
+		t.Fatalf("Pop after Deinit returned task %d", tk.ID)
+	}
+}
+
+// BenchmarkPushPop is the policy's cost per task on the chain's path: the
+// releasing worker pops what it released, then an idle worker finds
+// nothing to steal.
+func BenchmarkPushPop(b *testing.B) {
+	p := New()
+	p.Init(cpus(4))
+	tk := task(1, 0, 1)
+	for i := 0; i < b.N; i++ {
+		p.Push(tk)
+		if p.Pop(1) == nil {
+			b.Fatal("no task")
+		}
+		p.Pop(0)
+		p.PostExec(1, 1, 100)
+	}
+}

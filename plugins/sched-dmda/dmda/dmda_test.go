@@ -1,0 +1,291 @@
+package dmda
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/sched"
+)
+
+const (
+	cpu  = driver.CPU
+	cuda = driver.CUDA
+)
+
+var bothArchs = driver.ArchBit(cpu) | driver.ArchBit(cuda)
+
+// newPolicy returns a policy over workers of the given architectures (ids
+// 0..n-1; CPUs on node 0, each GPU on its own node) with a clock the test
+// moves and no environment.
+func newPolicy(t *testing.T, clock *int64, sorted bool, archs ...driver.Arch) *Policy {
+	t.Helper()
+	p := New()
+	p.now = func() int64 { return *clock }
+	p.getenv = func(string) string { return "" }
+	p.sorted = sorted
+	var ws []sched.Worker
+	for i, a := range archs {
+		node := 0
+		if a != cpu {
+			node = i + 1
+		}
+		ws = append(ws, sched.Worker{ID: i, Arch: a, Node: node})
+	}
+	if err := p.Init(ws); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// mk is a task runnable on CPU and CUDA with predicted lengths (-1:
+// uncalibrated) and transfer times per node.
+func mk(id uint64, cpuNs, cudaNs int64, transfer ...int64) *sched.Task {
+	return &sched.Task{ID: id, ArchMask: bothArchs, Worker: -1, ReleasedBy: -1,
+		Length: [3]int64{cpuNs, cudaNs, -1}, Transfer: transfer}
+}
+
+// queued lists the task ids queued per worker, in pop order, emptying the
+// queues.
+func queued(p *Policy) map[int][]uint64 {
+	out := map[int][]uint64{}
+	for _, id := range p.order {
+		for t := p.Pop(id); t != nil; t = p.Pop(id) {
+			out[id] = append(out[id], t.ID)
+		}
+	}
+	return out
+}
+
+func TestDecisions(t *testing.T) {
+	cases := []struct {
+		name        string
+		archs       []driver.Arch
+		alpha, beta float64
+		tasks       []*sched.Task
+		want        string // fmt of queued(p)
+	}{
+		{"equal workers share", []driver.Arch{cpu, cpu},
+			1, 1, []*sched.Task{mk(1, 100, -1), mk(2, 100, -1), mk(3, 100, -1), mk(4, 100, -1)},
+			"map[0:[1 3] 1:[2 4]]"},
+		{"faster architecture until its queue outweighs", []driver.Arch{cpu, cuda}, 1, 1,
+			[]*sched.Task{mk(1, 1000, 300), mk(2, 1000, 300), mk(3, 1000, 300), mk(4, 1000, 300), mk(5, 1000, 300)},
+			"map[0:[4] 1:[1 2 3 5]]"}, // cuda ends 300, 600, 900; then cpu 1000 < cuda 1200; then cuda 1200 < cpu 2000
+		{"transfer outweighs speed", []driver.Arch{cpu, cuda}, 1, 1,
+			[]*sched.Task{mk(1, 1000, 100, 0, 0, 2000)}, "map[0:[1]]"},
+		{"beta 0 ignores transfers", []driver.Arch{cpu, cuda}, 1, 0,
+			[]*sched.Task{mk(1, 1000, 100, 0, 0, 2000)}, "map[1:[1]]"},
+		{"alpha 0 only minimises transfers", []driver.Arch{cpu, cuda}, 0, 1,
+			[]*sched.Task{mk(1, 1000, 100, 50, 0, 10)}, "map[1:[1]]"},
+		{"zero-length tasks still spread", []driver.Arch{cpu, cpu, cpu},
+			1, 1, []*sched.Task{mk(1, 0, -1), mk(2, 0, -1), mk(3, 0, -1)}, "map[0:[1] 1:[2] 2:[3]]"},
+		{"uncalibrated architecture gets the samples", []driver.Arch{cpu, cuda, cuda}, 1, 1,
+			[]*sched.Task{mk(1, 10, -1), mk(2, 10, -1), mk(3, 10, -1)}, "map[1:[1 3] 2:[2]]"},
+		{"nothing calibrated: spread by count", []driver.Arch{cpu, cuda}, 1, 1,
+			[]*sched.Task{mk(1, -1, -1), mk(2, -1, -1), mk(3, -1, -1)}, "map[0:[1 3] 1:[2]]"},
+		{"architecture mask", []driver.Arch{cpu, cuda}, 1, 1,
+			[]*sched.Task{{ID: 1, ArchMask: driver.ArchBit(cpu), Worker: -1, Length: [3]int64{1e6, 1, 1}}}, "map[0:[1]]"},
+		{"bound to a worker", []driver.Arch{cpu, cpu}, 1, 1,
+			[]*sched.Task{{ID: 1, ArchMask: bothArchs, Worker: 1, Length: [3]int64{1, 1, 1}},
+				{ID: 2, ArchMask: bothArchs, Worker: 1, Length: [3]int64{1, 1, 1}}}, "map[1:[1 2]]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var clock int64 = 1000
+			p := newPolicy(t, &clock, false, c.archs...)
+			p.alpha, p.beta = c.alpha, c.beta
+			for _, tk := range c.tasks {
+				p.Push(tk)
+			}
+			if got := fmt.Sprint(queued(p)); got != c.want {
+				t.Fatalf("queues %s, want %s", got, c.want)
+			}
+		})
+	}
+}
+
+// TestExpectedFreeTime: what a worker is expected to be busy with shrinks
+// as its running task ages and vanishes when PostExec reports it done.
+func TestExpectedFreeTime(t *testing.T) {
+	var clock int64 = 1000
+	p := newPolicy(t, &clock, false, cpu, cpu)
+	p.Push(mk(1, 1000, -1)) // worker 0
+	p.Push(mk(2, 450, -1))  // worker 1 (free 0 < 1000)
+	if p.Pop(0).ID != 1 {
+		t.Fatal("worker 0 did not get task 1")
+	}
+	clock += 600 // task 1 has 400 ns left; worker 1 has 450 queued
+	p.Push(mk(3, 100, -1))
+	if got := fmt.Sprint(queued(p)); got != "map[0:[3] 1:[2]]" {
+		t.Fatalf("queues %s: worker 0 should be free first (400 left of its running task)", got)
+	}
+	// Workers 0 and 1 run 3 and 2. Finished tasks stop counting.
+	p.PostExec(0, 1, 600)
+	p.PostExec(0, 3, 100)
+	p.PostExec(1, 2, 450)
+	for i, s := range p.ws {
+		if f := p.free(s, 0, clock); f != clock || len(s.running) != 0 || s.runNs != 0 {
+			t.Fatalf("worker %d expected free at %d (now %d), running %v", i, f, clock, s.running)
+		}
+	}
+	// A running task that overruns its prediction leaves its worker free
+	// now, not in the past.
+	p.Push(mk(4, 100, -1))
+	w := p.Pop(0)
+	if w == nil {
+		t.Fatal("worker 0 got nothing")
+	}
+	clock += 10_000
+	if f := p.free(p.ws[0], 0, clock); f != clock {
+		t.Fatalf("overrun task: free at %d, want now %d", f, clock)
+	}
+}
+
+// TestSorted: dmdas pops by priority and counts only the queued work that
+// runs before a task; dmda is FIFO and counts all of it.
+func TestSorted(t *testing.T) {
+	push := func(p *Policy) {
+		for i := uint64(1); i <= 4; i++ { // 4 low-priority tasks on worker 0 (cpu-only), 4000 ns
+			p.Push(&sched.Task{ID: i, ArchMask: driver.ArchBit(cpu), Worker: 0, Length: [3]int64{1000, -1, -1}})
+		}
+		p.Push(&sched.Task{ID: 5, Priority: 5, ArchMask: bothArchs, Worker: 1, Length: [3]int64{3000, 3000, -1}})
+		p.Push(&sched.Task{ID: 6, Priority: 5, ArchMask: bothArchs, Worker: -1, Length: [3]int64{100, 100, -1}})
+	}
+	var clock int64 = 1
+	p := newPolicy(t, &clock, true, cpu, cuda)
+	push(p)
+	if got := fmt.Sprint(queued(p)); got != "map[0:[6 1 2 3 4] 1:[5]]" {
+		t.Fatalf("dmdas queues %s: task 6 should jump worker 0's queue", got)
+	}
+	p = newPolicy(t, &clock, false, cpu, cuda)
+	push(p)
+	if got := fmt.Sprint(queued(p)); got != "map[0:[1 2 3 4] 1:[5 6]]" {
+		t.Fatalf("dmda queues %s", got)
+	}
+}
+
+func TestParkedAndRemoved(t *testing.T) {
+	var clock int64 = 1
+	p := newPolicy(t, &clock, false, cpu, cpu)
+	p.Push(&sched.Task{ID: 1, ArchMask: bothArchs, Worker: 7, Length: [3]int64{1, 1, 1}})
+	p.Push(&sched.Task{ID: 2, ArchMask: driver.ArchBit(cuda), Worker: -1, Length: [3]int64{1, 1, 1}})
+	for i := uint64(3); i < 9; i++ {
+		p.Push(mk(i, 10, 10))
+	}
+	p.RemoveWorkers([]int{1})
+	if got := fmt.Sprint(queued(p)); got != "map[0:[3 5 7 4 6 8]]" {
+		t.Fatalf("after removing worker 1: %s", got)
+	}
+	p.AddWorkers([]sched.Worker{{ID: 7, Arch: cuda, Node: 1}})
+	if got := fmt.Sprint(queued(p)); got != "map[7:[1 2]]" {
+		t.Fatalf("after adding worker 7 (cuda): %s", got)
+	}
+	p.Push(mk(9, 1, 1))
+	p.Deinit()
+	for _, id := range []int{0, 7} {
+		if tk := p.Pop(id); tk != nil {
+			t.Fatalf("Pop(%d) after Deinit: task %d", id, tk.ID)
+		}
+	}
+}
+
+func TestConfigAndEnv(t *testing.T) {
+	p := New()
+	schema := p.ConfigSchema()
+	for _, cfg := range []base.Config{{"alpha": 2.5}, {"alpha": int64(2)}, {"beta": 0.0, "sorted": true}} {
+		if err := schema.Validate(cfg); err != nil {
+			t.Errorf("%v: %v", cfg, err)
+		}
+	}
+	if err := schema.Validate(base.Config{"sorted": "yes"}); err == nil {
+		t.Error("sorted = \"yes\" accepted")
+	}
+	if err := p.SetConfig(base.Config{"alpha": int64(2), "beta": 0.5, "sorted": true}); err != nil {
+		t.Fatal(err)
+	}
+	if p.alpha != 2 || p.beta != 0.5 || !p.sorted {
+		t.Fatalf("alpha %v beta %v sorted %v", p.alpha, p.beta, p.sorted)
+	}
+	if err := p.SetConfig(base.Config{"beta": -1.0}); err == nil || !strings.Contains(err.Error(), `"beta"`) {
+		t.Errorf("negative beta: %v", err)
+	}
+
+	env := map[string]string{EnvAlpha: " 3 ", EnvBeta: ""}
+	p.getenv = func(k string) string { return env[k] }
+	if err := p.Init(nil); err != nil {
+		t.Fatal(err)
+	}
+	if p.Alpha() != 3 || p.Beta() != 0.5 {
+		t.Fatalf("after env: alpha %v beta %v, want 3 (env) and 0.5 (config)", p.Alpha(), p.Beta())
+	}
+	for _, bad := range []string{"x", "-1", "NaN", "Inf"} {
+		p := New()
+		p.getenv = func(k string) string {
+			if k == EnvBeta {
+				return bad
+			}
+			return ""
+		}
+		if err := p.Init(nil); err == nil || !strings.Contains(err.Error(), EnvBeta) {
+			t.Errorf("%s=%q: Init error %v, want one naming the variable", EnvBeta, bad, err)
+		}
+	}
+}
+
+// BenchmarkDecision is the policy's cost per task: one Push (the decision)
+// and one Pop, with PostExec, over simulated workers (one GPU for every
+// seven CPUs, each GPU on its own memory node) and calibrated tasks.
+func BenchmarkDecision(b *testing.B) {
+	for _, sorted := range []bool{false, true} {
+		name := "dmda"
+		if sorted {
+			name = "dmdas"
+		}
+		for _, n := range []int{2, 16, 64} {
+			b.Run(fmt.Sprintf("%s/workers=%d", name, n), func(b *testing.B) {
+				var clock int64 = 1
+				archs := make([]driver.Arch, n)
+				for i := range archs {
+					archs[i] = cpu
+					if i%8 == 7 || n == 2 && i == 1 {
+						archs[i] = cuda
+					}
+				}
+				p := New()
+				p.now = func() int64 { return clock }
+				p.getenv = func(string) string { return "" }
+				p.sorted = sorted
+				var ws []sched.Worker
+				for i, a := range archs {
+					ws = append(ws, sched.Worker{ID: i, Arch: a, Node: i + 1})
+				}
+				p.Init(ws)
+				rng := rand.New(rand.NewSource(1))
+				tasks := make([]sched.Task, 1024)
+				for i := range tasks {
+					tr := make([]int64, n+1)
+					for j := range tr {
+						tr[j] = rng.Int63n(1000)
+					}
+					tasks[i] = sched.Task{ID: uint64(i), Priority: int32(rng.Intn(3)), ArchMask: bothArchs, Worker: -1, ReleasedBy: -1,
+						Length: [3]int64{1000 + rng.Int63n(1000), 100 + rng.Int63n(100), -1}, Transfer: tr}
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					p.Push(&tasks[i%len(tasks)])
+					if i%n == n-1 { // every n tasks, the workers run what they were given
+						clock += 1000
+						for _, id := range p.order {
+							for t := p.Pop(id); t != nil; t = p.Pop(id) {
+								p.PostExec(id, t.ID, 1000)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
