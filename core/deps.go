@@ -80,16 +80,13 @@ func (rt *Runtime) declTarget(t *Task) (*job, bool) {
 	if !h.submitted {
 		return h, false
 	}
-	cur := h
+	cur, ended := h, h.released
 	if h.cur != nil {
 		cur = h.cur
+		cur.mu.Lock()
+		ended = cur.released || h.finished
+		cur.mu.Unlock()
 	}
-	cur.mu.Lock()
-	ended := cur.released
-	if cur != h {
-		ended = ended || h.finished
-	}
-	cur.mu.Unlock()
 	if !ended && !(t.Regenerate && cur.ndeps.Load() == 0) {
 		return cur, true
 	}
