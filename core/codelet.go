@@ -2,8 +2,10 @@ package core
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
@@ -23,19 +25,113 @@ const (
 // (Task.Modes), one per handle.
 const VariableBuffers = -1
 
+// Nowhere as Codelet.Where (or Task.Where) makes a codelet with no
+// computation part (StarPU's STARPU_NOWHERE): its tasks wait for their
+// dependencies, data ones included, and complete without running anywhere
+// and without moving data. It serves synchronisation tasks. The other
+// Where bits are driver.ArchBit values.
+const Nowhere uint32 = 1 << 31
+
+// MaxImplementations is the most implementations a codelet may have for
+// one architecture.
+const MaxImplementations = 8
+
+// CodeletType says how a codelet's implementations run: sequentially on
+// one worker, or in parallel on a combined worker.
+type CodeletType int
+
+// Codelet types, as StarPU's starpu_codelet_type.
+const (
+	// Seq is the default: a sequential implementation.
+	Seq CodeletType = iota
+	// SPMD is a parallel task whose threads the runtime starts.
+	SPMD
+	// ForkJoin is a parallel task that starts its own threads.
+	ForkJoin
+)
+
+func (t CodeletType) String() string {
+	switch t {
+	case Seq:
+		return "SEQ"
+	case SPMD:
+		return "SPMD"
+	case ForkJoin:
+		return "FORKJOIN"
+	}
+	return fmt.Sprintf("CodeletType(%d)", int(t))
+}
+
+// ImplFlag qualifies one implementation of a codelet (StarPU's cuda_flags
+// and opencl_flags).
+type ImplFlag uint8
+
+// Implementation flags.
+const (
+	// ImplAsync marks a CUDA or OpenCL implementation that only queues its
+	// kernel on the device stream and returns (STARPU_CUDA_ASYNC).
+	ImplAsync ImplFlag = 1 << 0
+)
+
+// Specific memory nodes for Codelet.Nodes and Task.Nodes, besides a memory
+// node's number (see Runtime.MemoryNodes), as StarPU's
+// STARPU_SPECIFIC_NODE_*.
+const (
+	// NodeLocal is the memory node of the worker that runs the task, as
+	// when no node is given.
+	NodeLocal = -1
+	// NodeCPU is the RAM memory node.
+	NodeCPU = -2
+	// NodeSlow is a slow node the worker can reach (RAM here).
+	NodeSlow = -3
+	// NodeFast is a fast node the worker can reach (its local node).
+	NodeFast = -4
+)
+
 // Codelet describes a computation: its kernels, named per architecture, and
 // how it accesses its buffers. A codelet must not change once a task using it
 // has been submitted.
 type Codelet struct {
 	Name string
+	// Where restricts the architectures the codelet may run on: an OR of
+	// driver.ArchBit values, or Nowhere. Zero means every architecture for
+	// which it names a kernel.
+	Where uint32
 	// Kernels names the implementation for each architecture; a driver of
 	// that architecture must host a kernel of that name.
 	Kernels map[driver.Arch]string
+	// Impls names several implementations per architecture (StarPU's
+	// cpu_funcs_name[] and friends); implementation i of an architecture is
+	// Impls[arch][i]. An architecture is named in Kernels or Impls, not both.
+	// The runtime runs, on a worker, the first implementation its driver
+	// hosts that CanExecute accepts; with calibration on (Options.Calibrate)
+	// it takes them in turn instead, so that each gets measured.
+	Impls map[driver.Arch][]string
+	// ImplFlags gives flags per implementation, indexed like Impls (or
+	// index 0 for a Kernels entry).
+	ImplFlags map[driver.Arch][]ImplFlag
+	// CanExecute, when set, tells whether implementation impl of the codelet
+	// may run task t on architecture arch. The runtime asks it at submit for
+	// every architecture and implementation its drivers host; a task for
+	// which it accepts none fails with ErrNoWorker. It must not block.
+	CanExecute func(arch driver.Arch, t *Task, impl int) bool
+	// Type is Seq; parallel types are rejected until parallel tasks exist.
+	Type CodeletType
+	// MaxParallelism bounds the workers of a parallel task.
+	MaxParallelism int
 	// NBuffers is the number of buffers, or VariableBuffers. Zero means
 	// len(Modes).
 	NBuffers int
 	// Modes gives each buffer's access mode (fixed-buffer codelets).
 	Modes []Mode
+	// Nodes, when set, gives for each buffer the memory node where a task
+	// accesses it (a node number or NodeLocal, NodeCPU, NodeSlow, NodeFast)
+	// instead of the node of the worker that runs it: StarPU's
+	// specific_nodes. Codelets with VariableBuffers set Task.Nodes instead.
+	Nodes []int
+	// ModelName names the codelet's performance model (StarPU's
+	// perfmodel symbol); Task.TaskName falls back to it.
+	ModelName string
 }
 
 // codeletInfo is what the runtime resolved about a codelet at its first
@@ -43,8 +139,22 @@ type Codelet struct {
 type codeletInfo struct {
 	id       uint32
 	archMask uint32
-	// kernel[d] is the kernel's index in driver d's list, or -1.
-	kernel []int32
+	nowhere  bool
+	// impls[d][i] is implementation i's kernel index in driver d's list,
+	// or -1; implMask[d] has bit i set where it is not -1.
+	impls    [][]int32
+	implMask []uint8
+	// rr[d] is the round-robin cursor among implementations when
+	// calibrating (engine goroutine only).
+	rr []uint8
+	// stats[w] accumulates the executions on worker w.
+	stats []workerStat
+}
+
+// workerStat counts a codelet's executions on one worker.
+type workerStat struct {
+	n, ns atomic.Int64
+	flops atomic.Uint64 // float64 bits
 }
 
 func (cl *Codelet) nbuffers() int {
@@ -54,7 +164,24 @@ func (cl *Codelet) nbuffers() int {
 	return cl.NBuffers
 }
 
-func (cl *Codelet) validate() error {
+// implNames returns the implementations the codelet names for arch.
+func (cl *Codelet) implNames(a driver.Arch) []string {
+	if names, ok := cl.Impls[a]; ok {
+		return names
+	}
+	if name, ok := cl.Kernels[a]; ok {
+		return []string{name}
+	}
+	return nil
+}
+
+func (cl *Codelet) validate(nnodes int) error {
+	if cl.Type != Seq {
+		return fmt.Errorf("%w: codelet %q has type %s: parallel tasks are not supported yet; use Seq", ErrInvalidTask, cl.Name, cl.Type)
+	}
+	if cl.MaxParallelism < 0 {
+		return fmt.Errorf("%w: codelet %q: MaxParallelism = %d", ErrInvalidTask, cl.Name, cl.MaxParallelism)
+	}
 	if cl.NBuffers < VariableBuffers {
 		return fmt.Errorf("%w: codelet %q: NBuffers = %d", ErrInvalidTask, cl.Name, cl.NBuffers)
 	}
@@ -66,8 +193,58 @@ func (cl *Codelet) validate() error {
 			return fmt.Errorf("%w: codelet %q: buffer %d has invalid mode %v", ErrInvalidTask, cl.Name, i, m)
 		}
 	}
-	if len(cl.Kernels) == 0 {
+	if cl.Nodes != nil {
+		if cl.NBuffers == VariableBuffers {
+			return fmt.Errorf("%w: codelet %q has VariableBuffers: give nodes in Task.Nodes", ErrInvalidTask, cl.Name)
+		}
+		if len(cl.Nodes) != cl.nbuffers() {
+			return fmt.Errorf("%w: codelet %q: %d nodes for %d buffers", ErrInvalidTask, cl.Name, len(cl.Nodes), cl.nbuffers())
+		}
+		if err := validNodes(cl.Nodes, nnodes); err != nil {
+			return fmt.Errorf("%w: codelet %q: %v", ErrInvalidTask, cl.Name, err)
+		}
+	}
+	if cl.Where&Nowhere != 0 && cl.Where != Nowhere {
+		return fmt.Errorf("%w: codelet %q: Where combines Nowhere with architectures (%#x)", ErrInvalidTask, cl.Name, cl.Where)
+	}
+	for a, names := range cl.Impls {
+		if _, ok := cl.Kernels[a]; ok {
+			return fmt.Errorf("%w: codelet %q names %s kernels in both Kernels and Impls", ErrInvalidTask, cl.Name, a)
+		}
+		if len(names) > MaxImplementations {
+			return fmt.Errorf("%w: codelet %q has %d %s implementations, at most %d", ErrInvalidTask, cl.Name, len(names), a, MaxImplementations)
+		}
+		for i, n := range names {
+			if n == "" {
+				return fmt.Errorf("%w: codelet %q: %s implementation %d has no kernel name", ErrInvalidTask, cl.Name, a, i)
+			}
+		}
+	}
+	for a, flags := range cl.ImplFlags {
+		n := len(cl.implNames(a))
+		if len(flags) > n {
+			return fmt.Errorf("%w: codelet %q: %d %s implementation flags for %d implementations", ErrInvalidTask, cl.Name, len(flags), a, n)
+		}
+		for i, f := range flags {
+			if f&^ImplAsync != 0 {
+				return fmt.Errorf("%w: codelet %q: %s implementation %d has unknown flags %#x", ErrInvalidTask, cl.Name, a, i, uint8(f))
+			}
+			if f&ImplAsync != 0 && a == driver.CPU {
+				return fmt.Errorf("%w: codelet %q: ImplAsync is for device implementations, not %s implementation %d", ErrInvalidTask, cl.Name, a, i)
+			}
+		}
+	}
+	if cl.Where != Nowhere && len(cl.Kernels) == 0 && len(cl.Impls) == 0 {
 		return fmt.Errorf("%w: codelet %q names no kernel for any architecture", ErrNoWorker, cl.Name)
+	}
+	return nil
+}
+
+func validNodes(nodes []int, nnodes int) error {
+	for i, n := range nodes {
+		if n < NodeFast || n >= nnodes {
+			return fmt.Errorf("buffer %d: memory node %d does not exist (nodes 0 to %d, or NodeLocal, NodeCPU, NodeSlow, NodeFast)", i, n, nnodes-1)
+		}
 	}
 	return nil
 }
@@ -79,39 +256,126 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 	if v, ok := rt.codelets.Load(cl); ok {
 		return v.(*codeletInfo), nil
 	}
-	if err := cl.validate(); err != nil {
+	if err := cl.validate(rt.nnodes()); err != nil {
 		return nil, err
 	}
-	info := &codeletInfo{kernel: make([]int32, len(rt.drivers))}
+	info := &codeletInfo{nowhere: cl.Where == Nowhere, impls: make([][]int32, len(rt.drivers)),
+		implMask: make([]uint8, len(rt.drivers)), rr: make([]uint8, len(rt.drivers)), stats: make([]workerStat, len(rt.workers))}
 	for d, drv := range rt.drivers {
-		info.kernel[d] = -1
-		name, ok := cl.Kernels[drv.fp.Arch]
-		if !ok || len(drv.workers) == 0 {
+		if info.nowhere || len(drv.workers) == 0 {
 			continue
 		}
-		if k, ok := drv.kernelIndex[name]; ok {
-			info.kernel[d] = int32(k)
-			info.archMask |= driver.ArchBit(drv.fp.Arch)
+		bit := driver.ArchBit(drv.fp.Arch)
+		if cl.Where != 0 && cl.Where&bit == 0 {
+			continue
+		}
+		names := cl.implNames(drv.fp.Arch)
+		info.impls[d] = make([]int32, len(names))
+		for i, name := range names {
+			info.impls[d][i] = -1
+			if k, ok := drv.kernelIndex[name]; ok {
+				info.impls[d][i] = int32(k)
+				info.implMask[d] |= 1 << i
+				info.archMask |= bit
+			}
 		}
 	}
-	if info.archMask == 0 {
-		return nil, fmt.Errorf("%w: codelet %q wants %s; %s", ErrNoWorker, cl.Name, describeKernels(cl.Kernels), rt.describeDrivers())
+	if info.archMask == 0 && !info.nowhere {
+		where := ""
+		if cl.Where != 0 {
+			where = fmt.Sprintf(" (Where %s)", describeWhere(cl.Where))
+		}
+		return nil, fmt.Errorf("%w: codelet %q wants %s%s; %s", ErrNoWorker, cl.Name, describeKernels(cl), where, rt.describeDrivers())
 	}
 	rt.clMu.Lock()
 	info.id = rt.nextCodelet
 	rt.nextCodelet++
 	rt.clMu.Unlock()
-	v, _ := rt.codelets.LoadOrStore(cl, info)
+	v, loaded := rt.codelets.LoadOrStore(cl, info)
+	if !loaded {
+		rt.clMu.Lock()
+		rt.clOrder = append(rt.clOrder, cl)
+		rt.clMu.Unlock()
+	}
 	return v.(*codeletInfo), nil
 }
 
-func describeKernels(k map[driver.Arch]string) string {
+// chooseImpl picks the implementation job j runs on driver d: the first
+// one allowed, or the next in turn when calibrating. Engine goroutine only.
+func (rt *Runtime) chooseImpl(j *job, d int) int {
+	mask := j.cl.implMask[d]
+	if j.implMask != nil {
+		mask = j.implMask[d]
+	}
+	if mask == 0 {
+		return -1
+	}
+	if !rt.calibrate || mask&(mask-1) == 0 {
+		return bits.TrailingZeros8(mask)
+	}
+	n := bits.OnesCount8(mask)
+	k := int(j.cl.rr[d]) % n
+	j.cl.rr[d]++
+	for i := 0; ; i++ {
+		if mask&(1<<i) != 0 {
+			if k == 0 {
+				return i
+			}
+			k--
+		}
+	}
+}
+
+// assign is called as job j is posted to worker w: it marks j running and
+// returns the kernel index j runs with there, choosing the implementation
+// the first time; -1 when w's driver has none for it. Engine goroutine only.
+func (rt *Runtime) assign(j *job, w *workerState) int32 {
+	j.status.Store(uint32(StatusRunning))
+	if j.impl < 0 {
+		i := rt.chooseImpl(j, w.driverIdx)
+		if i < 0 {
+			return -1
+		}
+		j.impl = int8(i)
+	}
+	return j.cl.impls[w.driverIdx][j.impl]
+}
+
+// nnodes is the number of memory nodes, as MemoryNodes lists them.
+func (rt *Runtime) nnodes() int {
+	n := 1
+	for _, d := range rt.drivers {
+		n += len(d.fp.Nodes)
+	}
+	return n
+}
+
+func describeKernels(cl *Codelet) string {
 	var parts []string
-	for a, n := range k {
+	for a, n := range cl.Kernels {
 		parts = append(parts, fmt.Sprintf("%s kernel %q", a, n))
+	}
+	for a, ns := range cl.Impls {
+		parts = append(parts, fmt.Sprintf("%s kernels %q", a, ns))
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
+}
+
+func describeWhere(where uint32) string {
+	if where == Nowhere {
+		return "nowhere"
+	}
+	var parts []string
+	for _, a := range []driver.Arch{driver.CPU, driver.CUDA, driver.OpenCL} {
+		if where&driver.ArchBit(a) != 0 {
+			parts = append(parts, string(a))
+		}
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("%#x", where)
+	}
+	return strings.Join(parts, "|")
 }
 
 func (rt *Runtime) describeDrivers() string {

@@ -181,7 +181,7 @@ func (e *engine) push(j *job, releasedBy int32) {
 	e.jobsMu.Lock()
 	e.jobs[j.id] = j
 	e.jobsMu.Unlock()
-	p := wire.Push{ID: j.id, Priority: int32(j.task.Priority), ArchMask: j.cl.archMask, Worker: -1, ReleasedBy: releasedBy, Codelet: j.cl.id,
+	p := wire.Push{ID: j.id, Priority: int32(j.task.Priority), ArchMask: j.archMask, Worker: j.pinned, ReleasedBy: releasedBy, Codelet: j.cl.id,
 		Length: [wire.NumArch]int64{-1, -1, -1}}
 	e.schedMu.Lock()
 	b, err := e.events.ReserveWait(wire.PushLen(len(p.Transfer)), e.schedAlive)
@@ -311,7 +311,7 @@ func (e *engine) post(w *workerState, j *job) bool {
 		e.fail(j, w.id, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, w.id, j.name()))
 		return true
 	}
-	k := j.cl.kernel[w.driverIdx]
+	k := e.rt.assign(j, w)
 	if k < 0 {
 		e.fail(j, w.id, fmt.Errorf("%w: scheduler assigned task %q to worker %d (%s), which has no kernel for it", ErrNoWorker, j.name(), w.id, w.drv.fp.Arch))
 		return true
@@ -419,7 +419,7 @@ func (e *engine) drainCompletions() {
 			}
 			j.start, j.end = c.StartNs, c.EndNs
 			if e.rt.trace != nil {
-				e.rt.trace.add(w.id, j.name(), c.StartNs, c.EndNs, err != nil)
+				e.rt.trace.add(w.id, j, c.StartNs, c.EndNs, err != nil)
 			}
 			e.dropData(j, err == nil)
 			e.sendDone(w.id, j.id, c.EndNs-c.StartNs)

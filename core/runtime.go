@@ -19,6 +19,7 @@ import (
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/sched"
 	"github.com/starpu-go/starpu/pluginapi/shm"
+	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
 // DriverFactory builds a driver in the application's process, over the
@@ -44,6 +45,11 @@ type Options struct {
 	Scheduler SchedulerFactory
 	// Trace records every task's execution for WriteTrace.
 	Trace bool
+	// Profiling records when each task is submitted (see SetProfiling).
+	Profiling bool
+	// Calibrate makes codelets with several implementations run them in
+	// turn, so that performance models measure each.
+	Calibrate bool
 }
 
 // Runtime is one instance of the runtime: its plugins, workers, data and
@@ -68,7 +74,9 @@ type Runtime struct {
 	codelets    sync.Map // *Codelet -> *codeletInfo
 	clMu        sync.Mutex
 	nextCodelet uint32
+	clOrder     []*Codelet // in order of first submission
 	maxExec     int
+	calibrate   bool
 
 	nextJob    atomic.Uint64
 	nextHandle atomic.Uint64
@@ -78,6 +86,22 @@ type Runtime struct {
 	idle          *sync.Cond
 	failed        []error
 	failedDropped int
+	// nready counts tasks pushed to the scheduler and not completed;
+	// idleWaiters the goroutines waiting on idle for something else than
+	// pending reaching zero.
+	nready      atomic.Int64
+	idleWaiters atomic.Int32
+
+	profiling   atomic.Bool
+	clockBase   time.Time // wall time at clockBaseNs on wire.Now's clock
+	clockBaseNs int64
+
+	iterMu    sync.Mutex
+	iters     []uint64
+	iterDepth atomic.Int32
+
+	orderMu sync.Mutex
+	orders  map[int]*workerOrder
 
 	tagMu sync.Mutex
 	tags  map[TagID]*tagState
@@ -132,6 +156,9 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	}
 	rt := &Runtime{cfg: cfg, log: log, getenv: getenv, tags: map[TagID]*tagState{}, handles: map[*Handle]struct{}{}}
 	rt.idle = sync.NewCond(&rt.idleMu)
+	rt.calibrate = opt.Calibrate
+	rt.profiling.Store(opt.Profiling)
+	rt.clockBase, rt.clockBaseNs = time.Now(), wire.Now()
 	if opt.Trace {
 		rt.trace = &tracer{}
 	}

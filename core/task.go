@@ -3,9 +3,12 @@ package core
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
+	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
@@ -13,7 +16,17 @@ import (
 // application can depend on, as in StarPU.
 type TagID uint64
 
-// Task is one execution of a codelet on a list of data handles.
+// Task priorities. Policies that honour priorities run higher ones first;
+// the scheduler sees them as 32-bit integers.
+const (
+	MinPriority     = math.MinInt32
+	MaxPriority     = math.MaxInt32
+	DefaultPriority = 0
+)
+
+// Task is one execution of a codelet on a list of data handles. The
+// application owns the struct; it must not change it between Submit and the
+// task's completion, except Regenerate from the task's callback.
 type Task struct {
 	// Codelet is what to run; nil makes a synchronisation task that runs
 	// nowhere and completes as soon as its dependencies are met.
@@ -21,47 +34,166 @@ type Task struct {
 	Handles []*Handle
 	// Modes gives one mode per handle for codelets with VariableBuffers.
 	Modes []Mode
+	// Nodes gives one memory node per handle for codelets with
+	// VariableBuffers (see Codelet.Nodes); nil means the worker's node.
+	Nodes []int
 	// Arg is passed to the kernel as is.
 	Arg []byte
+	// Where, when not zero, restricts the architectures the task may run
+	// on (driver.ArchBit values) beyond its codelet's, or is Nowhere.
+	Where uint32
 	// Priority orders ready tasks in policies that honour it; higher first.
+	// It must lie between MinPriority and MaxPriority.
 	Priority int
-	Name     string
+	// Name names the task in traces and errors; TaskName falls back to the
+	// codelet's model and name.
+	Name string
+	// ExecuteOnWorker makes the task run on worker Worker (an ID from
+	// Workers), bypassing the policy's choice of worker.
+	ExecuteOnWorker bool
+	Worker          int
+	// WorkerOrder, with ExecuteOnWorker, runs the tasks given to one worker
+	// in the order 1, 2, 3, ... of this field, whatever the order they
+	// become ready in: task k starts after task k-1 completed. Zero means
+	// no order.
+	WorkerOrder uint
+	// PrologueCallback runs when the task becomes ready, before it goes to
+	// the scheduler, on the goroutine that released it.
+	PrologueCallback func(*Task)
 	// Callback runs after the task completes, on the runtime's completion
 	// thread: keep it short and never block in it.
 	Callback func(*Task)
 	// Synchronous makes Submit wait for the task's completion.
 	Synchronous bool
+	// Detach declares that nobody will Wait for the task: Wait on it is an
+	// error. WaitForAll still covers it.
+	Detach bool
+	// Regenerate submits the task again each time it completes, after its
+	// callback, with the same tag and data, until the callback clears it.
+	// Explicit dependencies (DeclareDeps) hold for one submission only.
+	// Wait returns once a completion leaves Regenerate cleared.
+	Regenerate bool
+	// NoSequentialConsistency drops the implicit data dependencies of this
+	// task: it orders with no other task through its handles.
+	NoSequentialConsistency bool
+	// Flops is the number of floating-point operations the task performs,
+	// for the statistics (CodeletStats).
+	Flops float64
 	// Tag, when UseTag is set, is notified when the task completes; tasks
 	// and tags that depend on it wait for that.
 	Tag    TagID
 	UseTag bool
 
+	// job is the task's runtime side: created by Submit, or earlier by a
+	// dependency declaration.
 	job *job
 }
 
 // Err returns the task's error once it has completed: a kernel failure, a
 // crashed plugin, or nil.
 func (t *Task) Err() error {
-	if t.job == nil {
+	h := t.job
+	if h == nil {
 		return nil
 	}
-	return t.job.err
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.finished {
+		return nil
+	}
+	return h.err
 }
 
-// job is the runtime's side of a task, or of an application's acquire.
+// ID is the number of the task's current submission, as kernels see it in
+// kernel.Context.TaskID; 0 before submission.
+func (t *Task) ID() uint64 {
+	if j := t.current(); j != nil {
+		return j.id
+	}
+	return 0
+}
+
+// TaskName is the task's name: Name, or else its codelet's model name, or
+// else its codelet's name (StarPU's starpu_task_get_name).
+func (t *Task) TaskName() string {
+	switch {
+	case t.Name != "":
+		return t.Name
+	case t.Codelet == nil:
+		return ""
+	case t.Codelet.ModelName != "":
+		return t.Codelet.ModelName
+	}
+	return t.Codelet.Name
+}
+
+// ModelName is the name of the task's performance model, or "".
+func (t *Task) ModelName() string {
+	if t.Codelet == nil {
+		return ""
+	}
+	return t.Codelet.ModelName
+}
+
+// Dup returns a copy of t that can be submitted on its own: the same
+// fields, with slices copied, and none of t's runtime state or dependency
+// declarations.
+func (t *Task) Dup() *Task {
+	d := *t
+	d.job = nil
+	d.Handles = clone(t.Handles)
+	d.Modes = clone(t.Modes)
+	d.Nodes = clone(t.Nodes)
+	d.Arg = clone(t.Arg)
+	return &d
+}
+
+func clone[T any](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	return append([]T(nil), s...)
+}
+
+// job is the runtime's side of a task submission, or of an application's
+// acquire.
 type job struct {
 	id    uint64
 	task  *Task
 	cl    *codeletInfo
 	modes []Mode
+	// nodes is the memory node per buffer (Codelet.Nodes or Task.Nodes),
+	// nil when every buffer goes to the worker's node.
+	nodes []int
 	// ndeps counts unmet dependencies plus one while submit is in progress.
 	ndeps atomic.Int32
 
-	mu       sync.Mutex
-	released bool   // dependencies of successors released
-	succs    []*job // run when this job is released
-	finished bool
-	doneCh   chan struct{}
+	// archMask is where the task may run; implMask, when not nil, is
+	// per driver the implementations CanExecute accepted (else
+	// cl.implMask); impl is the implementation chosen at dispatch, or -1.
+	archMask uint32
+	implMask []uint8
+	impl     int8
+	nowhere  bool  // completes once ready, running nowhere
+	pinned   int32 // the worker the task must run on, or -1
+	counted  bool  // pushed to the scheduler and counted in NReady
+
+	mu        sync.Mutex
+	submitted bool   // Submit took the job (it may exist earlier for dependencies)
+	released  bool   // terminated: successors released
+	succs     []*job // waiting for this one through data or tags
+	tsuccs    []*job // waiting for this one through DeclareDeps
+	esuccs    []*job // end dependencies waiting for this one
+	executed  bool
+	endDeps   int32 // end dependencies not yet released
+	finished  bool
+	doneCh    chan struct{}
+	// head is the task's first submission when Regenerate resubmitted
+	// it; cur (on the head) is the current one and next the job of the
+	// next submission when dependencies were declared for it early.
+	head *job
+	cur  *job
+	next *job
 
 	err    error
 	worker int32
@@ -77,15 +209,47 @@ type job struct {
 	pendingXfers int
 	xferErr      error
 
+	status   atomic.Uint32
+	taskDeps atomic.Int32 // explicit task dependencies not yet met
+	tagWait  atomic.Bool  // waiting for the dependencies of its tag
+	submitNs int64
+	iter     [2]int64 // iterations at submit, innermost first
+	niter    uint8
+	// Predictions the performance models made when the task was pushed
+	// (ns, -1 when unknown).
+	predicted, predictedTransfer int64
+
 	// acquire is set for a job that stands for an application's acquire.
 	acquire *acquisition
 	tag     *tagState
 }
 
 func (rt *Runtime) newJob() *job {
-	j := &job{id: rt.nextJob.Add(1), worker: -1}
+	j := &job{id: rt.nextJob.Add(1), worker: -1, pinned: -1, impl: -1, predicted: -1, predictedTransfer: -1}
 	j.ndeps.Store(1)
 	return j
+}
+
+// headJob is the job Wait and Err use for j's task.
+func (j *job) headJob() *job {
+	if j.head != nil {
+		return j.head
+	}
+	return j
+}
+
+// current is t's job of the submission in progress or last made, or nil.
+func (t *Task) current() *job {
+	h := t.job
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cur != nil {
+		return h.cur
+	}
+	return h
 }
 
 // addDep makes succ wait for pred, unless pred is already released or is
@@ -109,41 +273,94 @@ func (rt *Runtime) Submit(t *Task) error {
 	if err := rt.usable(); err != nil {
 		return err
 	}
-	if t.job != nil && !t.job.isFinished() {
-		return fmt.Errorf("%w: task %q is already submitted", ErrInvalidTask, t.Name)
+	j, err := rt.jobForSubmit(t)
+	if err != nil {
+		return err
 	}
-	j := rt.newJob()
-	j.task = t
 	if err := rt.checkTask(t, j); err != nil {
 		return err
 	}
+	if rt.profiling.Load() {
+		j.submitNs = wire.Now()
+	}
+	j.mu.Lock()
+	j.submitted = true
+	j.mu.Unlock()
 	t.job = j
 	rt.pending.Add(1)
-	for i, h := range t.Handles {
-		h.depend(j, j.modes[i])
-	}
-	if t.UseTag {
-		rt.bindTag(t.Tag, j)
-	}
-	if j.ndeps.Add(-1) == 0 {
-		rt.ready(j, -1)
-	}
+	rt.enqueue(t, j)
 	if t.Synchronous {
-		return rt.Wait(t)
+		return rt.wait(j)
 	}
 	return nil
 }
 
+// jobForSubmit returns the job for t's next submission: the one dependency
+// declarations made early, or a new one.
+func (rt *Runtime) jobForSubmit(t *Task) (*job, error) {
+	h := t.job
+	if h == nil {
+		j := rt.newJob()
+		j.task = t
+		return j, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.submitted {
+		return h, nil
+	}
+	if !h.finished {
+		return nil, fmt.Errorf("%w: task %q is already submitted", ErrInvalidTask, t.TaskName())
+	}
+	if h.next != nil {
+		return h.next, nil
+	}
+	j := rt.newJob()
+	j.task = t
+	return j, nil
+}
+
+// enqueue registers a checked job's dependencies and makes it ready when it
+// has none left.
+func (rt *Runtime) enqueue(t *Task, j *job) {
+	j.status.Store(uint32(StatusBlocked))
+	if rt.iterDepth.Load() > 0 {
+		rt.noteIteration(j)
+	}
+	if !t.NoSequentialConsistency {
+		for i, h := range t.Handles {
+			h.depend(j, j.modes[i])
+		}
+	}
+	if j.tag != nil {
+		j.tag.bind(j)
+	}
+	j.status.Store(uint32(statusWaiting))
+	if j.ndeps.Add(-1) == 0 {
+		rt.ready(j, -1)
+	}
+}
+
 func (rt *Runtime) checkTask(t *Task, j *job) error {
-	name := t.Name
-	if name == "" && t.Codelet != nil {
-		name = t.Codelet.Name
+	name := t.TaskName()
+	if t.Priority < MinPriority || t.Priority > MaxPriority {
+		return fmt.Errorf("%w: task %q: priority %d is outside [MinPriority, MaxPriority]", ErrInvalidTask, name, t.Priority)
+	}
+	if t.Where&Nowhere != 0 && t.Where != Nowhere {
+		return fmt.Errorf("%w: task %q: Where combines Nowhere with architectures (%#x)", ErrInvalidTask, name, t.Where)
+	}
+	if t.WorkerOrder != 0 && !t.ExecuteOnWorker {
+		return fmt.Errorf("%w: task %q: WorkerOrder needs ExecuteOnWorker", ErrInvalidTask, name)
+	}
+	if t.ExecuteOnWorker && (t.Worker < 0 || t.Worker >= len(rt.workers)) {
+		return fmt.Errorf("%w: task %q: worker %d does not exist (workers 0 to %d)", ErrNoWorker, name, t.Worker, len(rt.workers)-1)
 	}
 	if t.Codelet == nil {
 		if len(t.Handles) > 0 {
 			return fmt.Errorf("%w: task %q has handles but no codelet", ErrInvalidTask, name)
 		}
-		return nil
+		j.nowhere = true
+		return rt.checkTag(t, j)
 	}
 	info, err := rt.resolve(t.Codelet)
 	if err != nil {
@@ -161,6 +378,15 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 			}
 		}
 		j.modes = t.Modes
+		if t.Nodes != nil {
+			if len(t.Nodes) != len(t.Handles) {
+				return fmt.Errorf("%w: task %q: %d nodes for %d handles", ErrInvalidTask, name, len(t.Nodes), len(t.Handles))
+			}
+			if err := validNodes(t.Nodes, rt.nnodes()); err != nil {
+				return fmt.Errorf("%w: task %q: %v", ErrInvalidTask, name, err)
+			}
+		}
+		j.nodes = t.Nodes
 	} else {
 		if len(t.Handles) != n {
 			return fmt.Errorf("%w: task %q: codelet %q takes %d buffers, task gives %d handles", ErrInvalidTask, name, cl.Name, n, len(t.Handles))
@@ -168,7 +394,11 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 		if len(t.Modes) != 0 {
 			return fmt.Errorf("%w: task %q: Modes is for codelets with VariableBuffers; codelet %q fixes its modes", ErrInvalidTask, name, cl.Name)
 		}
+		if t.Nodes != nil {
+			return fmt.Errorf("%w: task %q: Nodes is for codelets with VariableBuffers; codelet %q gives Codelet.Nodes", ErrInvalidTask, name, cl.Name)
+		}
 		j.modes = cl.Modes
+		j.nodes = cl.Nodes
 	}
 	for i, h := range t.Handles {
 		if h == nil {
@@ -181,8 +411,65 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 			return fmt.Errorf("task %q: handle %d: %w", name, i, err)
 		}
 	}
+	if info.nowhere || t.Where == Nowhere {
+		j.nowhere = true
+		return rt.checkTag(t, j)
+	}
 	if max := rt.maxExec; wire.ExecSize(len(t.Handles), len(t.Arg)) > max {
 		return fmt.Errorf("%w: task %q: argument of %d bytes with %d buffers exceeds the %d-byte dispatch message", ErrInvalidTask, name, len(t.Arg), len(t.Handles), max)
+	}
+	if err := rt.placeTask(t, j, name); err != nil {
+		return err
+	}
+	return rt.checkTag(t, j)
+}
+
+// placeTask works out where j may run: the codelet's architectures narrowed
+// by Task.Where, CanExecute and ExecuteOnWorker.
+func (rt *Runtime) placeTask(t *Task, j *job, name string) error {
+	info, cl := j.cl, t.Codelet
+	j.archMask = info.archMask
+	if t.Where != 0 {
+		j.archMask &= t.Where
+	}
+	if j.archMask == 0 {
+		return fmt.Errorf("%w: task %q: Where %s leaves no architecture for codelet %q, which runs on %s", ErrNoWorker, name, describeWhere(t.Where), cl.Name, describeWhere(info.archMask))
+	}
+	if cl.CanExecute != nil {
+		j.implMask = make([]uint8, len(info.implMask))
+		j.archMask = 0
+		for d, drv := range rt.drivers {
+			bit := driver.ArchBit(drv.fp.Arch)
+			if t.Where != 0 && t.Where&bit == 0 {
+				continue
+			}
+			for m := info.implMask[d]; m != 0; m &= m - 1 {
+				i := bits.TrailingZeros8(m)
+				if cl.CanExecute(drv.fp.Arch, t, i) {
+					j.implMask[d] |= 1 << i
+					j.archMask |= bit
+				}
+			}
+		}
+		if j.archMask == 0 {
+			return fmt.Errorf("%w: task %q: CanExecute of codelet %q accepts no implementation on %s", ErrNoWorker, name, cl.Name, describeWhere(info.archMask))
+		}
+	}
+	if t.ExecuteOnWorker {
+		w := rt.workers[t.Worker]
+		mask := info.implMask[w.driverIdx]
+		if j.implMask != nil {
+			mask = j.implMask[w.driverIdx]
+		}
+		if mask == 0 || j.archMask&driver.ArchBit(w.drv.fp.Arch) == 0 {
+			return fmt.Errorf("%w: task %q must run on worker %d (%s), which cannot run codelet %q", ErrNoWorker, name, t.Worker, w.drv.fp.Arch, cl.Name)
+		}
+		j.pinned = int32(t.Worker)
+		if t.WorkerOrder != 0 {
+			if err := rt.checkOrder(t, name); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -193,37 +480,82 @@ func (rt *Runtime) ready(j *job, releasedBy int32) {
 	switch {
 	case j.acquire != nil:
 		j.acquire.grant()
-	case j.task.Codelet == nil:
+	case j.nowhere:
+		if f := j.task.PrologueCallback; f != nil {
+			f(j.task)
+		}
 		rt.complete(j, -1, nil)
 	default:
-		rt.push(j, releasedBy)
-	}
-}
-
-// Wait blocks until t has completed and returns its error.
-func (rt *Runtime) Wait(t *Task) error {
-	j := t.job
-	if j == nil {
-		return fmt.Errorf("%w: task %q was not submitted", ErrInvalidTask, t.Name)
-	}
-	j.mu.Lock()
-	if !j.finished {
-		if j.doneCh == nil {
-			j.doneCh = make(chan struct{})
+		if f := j.task.PrologueCallback; f != nil {
+			f(j.task)
 		}
-		ch := j.doneCh
-		j.mu.Unlock()
-		<-ch
-	} else {
-		j.mu.Unlock()
+		j.status.Store(uint32(StatusReady))
+		if j.task.WorkerOrder != 0 && !rt.orderTurn(j) {
+			return // pushed when the previous task in the worker's order completes
+		}
+		rt.pushReady(j, releasedBy)
 	}
-	return j.err
 }
 
-func (j *job) isFinished() bool {
+// pushReady hands a ready job to the scheduler.
+func (rt *Runtime) pushReady(j *job, releasedBy int32) {
+	j.counted = true
+	rt.nready.Add(1)
+	rt.push(j, releasedBy)
+}
+
+// Wait blocks until t has completed and returns its error. A detached task
+// cannot be waited for.
+func (rt *Runtime) Wait(t *Task) error {
+	h := t.job
+	if h == nil || !h.isSubmitted() {
+		return fmt.Errorf("%w: task %q was not submitted", ErrInvalidTask, t.TaskName())
+	}
+	if t.Detach {
+		return fmt.Errorf("%w: task %q is detached: it cannot be waited for", ErrInvalidTask, t.TaskName())
+	}
+	return rt.wait(h)
+}
+
+// WaitArray waits for every task of ts and returns their errors joined.
+func (rt *Runtime) WaitArray(ts ...*Task) error {
+	for _, t := range ts {
+		if t.job == nil || !t.job.isSubmitted() {
+			return fmt.Errorf("%w: task %q was not submitted", ErrInvalidTask, t.TaskName())
+		}
+		if t.Detach {
+			return fmt.Errorf("%w: task %q is detached: it cannot be waited for", ErrInvalidTask, t.TaskName())
+		}
+	}
+	var errs []error
+	for _, t := range ts {
+		if err := rt.wait(t.job); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (rt *Runtime) wait(h *job) error {
+	h.mu.Lock()
+	if !h.finished {
+		if h.doneCh == nil {
+			h.doneCh = make(chan struct{})
+		}
+		ch := h.doneCh
+		h.mu.Unlock()
+		<-ch
+		h.mu.Lock()
+	}
+	err := h.err
+	h.mu.Unlock()
+	return err
+}
+
+func (j *job) isSubmitted() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.finished
+	return j.submitted
 }
 
 // WaitForAll blocks until every submitted task has completed and returns the
@@ -243,60 +575,226 @@ func (rt *Runtime) WaitForAll() error {
 	return errors.Join(errs...)
 }
 
-// complete ends a job: it releases its successors, runs the callback and
-// wakes the waiters. worker is where it ran, or -1.
+// WaitForNSubmitted blocks until at most n submitted tasks have not
+// completed, to bound the tasks in flight while submitting.
+func (rt *Runtime) WaitForNSubmitted(n int) error {
+	if n < 0 {
+		return fmt.Errorf("%w: wait for %d submitted tasks", ErrInvalidTask, n)
+	}
+	rt.idleMu.Lock()
+	rt.idleWaiters.Add(1)
+	for rt.pending.Load() > int64(n) {
+		rt.idle.Wait()
+	}
+	rt.idleWaiters.Add(-1)
+	rt.idleMu.Unlock()
+	return nil
+}
+
+// WaitForNoReady blocks until no task is ready or running: those left wait
+// for dependencies.
+func (rt *Runtime) WaitForNoReady() {
+	rt.idleMu.Lock()
+	rt.idleWaiters.Add(1)
+	for rt.nready.Load() > 0 {
+		rt.idle.Wait()
+	}
+	rt.idleWaiters.Add(-1)
+	rt.idleMu.Unlock()
+}
+
+// NSubmitted is the number of submitted tasks that have not completed.
+func (rt *Runtime) NSubmitted() int { return int(rt.pending.Load()) }
+
+// NReady is the number of tasks ready to run or running: submitted tasks
+// that no longer wait for a dependency.
+func (rt *Runtime) NReady() int { return int(rt.nready.Load()) }
+
+// TaskByID returns the task whose submission number is id while it is
+// ready or running, or nil: a kernel running in the application's process
+// (an in-process driver) maps its kernel.Context.TaskID back to its task.
+// Kernels in a driver plugin process have the number only.
+func (rt *Runtime) TaskByID(id uint64) *Task {
+	if j := rt.engine.lookup(id); j != nil {
+		return j.task
+	}
+	return nil
+}
+
+// termination is one call towards ending a job: its execution is over, or
+// one of its end dependencies is released.
+type termination struct {
+	j      *job
+	endDep bool
+}
+
+// complete ends a job's execution: it records where it ran and its error,
+// and terminates it unless end dependencies hold it. worker is where it ran,
+// or -1.
 func (rt *Runtime) complete(j *job, worker int32, err error) {
-	// A stack instead of recursion: chains of synchronisation tasks release
-	// one another. Only the first job can carry an error.
-	var buf [8]*job
-	stack := append(buf[:0], j)
-	for len(stack) > 0 {
-		j := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+	rt.executed(j, worker, err)
+	rt.terminate(termination{j: j}, worker)
+}
+
+// executed does the bookkeeping of a job whose execution is over.
+func (rt *Runtime) executed(j *job, worker int32, err error) {
+	if err != nil {
 		j.err = err
+	}
+	if j.counted {
+		if rt.nready.Add(-1) == 0 && rt.idleWaiters.Load() > 0 {
+			rt.wakeIdle()
+		}
+	}
+	if j.task == nil {
+		return
+	}
+	if worker >= 0 && j.cl != nil {
+		j.cl.note(int(worker), j.end-j.start, j.task.Flops)
+	}
+	if j.task.WorkerOrder != 0 && j.pinned >= 0 {
+		rt.orderDone(j)
+	}
+}
+
+// terminate makes termination calls until none is left: when a job has
+// both executed and seen its end dependencies released, it releases its
+// successors, runs the callback and wakes the waiters. A stack instead of
+// recursion: chains of synchronisation tasks release one another.
+func (rt *Runtime) terminate(first termination, worker int32) {
+	var buf [8]termination
+	stack := append(buf[:0], first)
+	for len(stack) > 0 {
+		c := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		j := c.j
 		j.mu.Lock()
+		if c.endDep {
+			j.endDeps--
+		} else {
+			j.executed = true
+		}
+		if !j.executed || j.endDeps > 0 {
+			if j.executed {
+				j.status.Store(uint32(StatusStopped))
+			}
+			j.mu.Unlock()
+			continue
+		}
 		j.released = true
-		succs := j.succs
-		j.succs = nil
+		if j.task != nil {
+			j.status.Store(uint32(StatusFinished))
+		}
+		succs, tsuccs, esuccs := j.succs, j.tsuccs, j.esuccs
+		j.succs, j.tsuccs, j.esuccs = nil, nil, nil
 		j.mu.Unlock()
-		if j.task != nil && j.cl != nil && err == nil {
+		if j.task != nil && j.cl != nil && !j.nowhere && j.err == nil {
 			rt.noteWrites(j)
 		}
 		if j.tag != nil {
-			succs = append(succs, j.tag.notify()...)
+			succs = append(succs, j.tag.notify(j)...)
 		}
-		for _, s := range succs {
-			if s.ndeps.Add(-1) == 0 {
-				if s.task != nil && s.task.Codelet == nil && s.acquire == nil {
-					stack = append(stack, s)
+		for _, s := range tsuccs {
+			s.taskDeps.Add(-1)
+		}
+		for _, list := range [2][]*job{succs, tsuccs} {
+			for _, s := range list {
+				if s.ndeps.Add(-1) != 0 {
+					continue
+				}
+				if s.nowhere {
+					if f := s.task.PrologueCallback; f != nil {
+						f(s.task)
+					}
+					rt.executed(s, -1, nil)
+					stack = append(stack, termination{j: s})
 					continue
 				}
 				rt.ready(s, worker)
 			}
 		}
+		for _, s := range esuccs {
+			stack = append(stack, termination{j: s, endDep: true})
+		}
 		if j.acquire != nil {
 			continue
 		}
-		if j.task.Callback != nil {
-			j.task.Callback(j.task)
+		t := j.task
+		if t.Callback != nil {
+			t.Callback(t)
 		}
-		j.mu.Lock()
-		j.finished = true
-		ch := j.doneCh
-		j.mu.Unlock()
-		if ch != nil {
-			close(ch)
+		if t.Regenerate && rt.regenerate(j) {
+			continue
 		}
-		if err != nil {
-			rt.recordFailure(err)
-			err = nil
-		}
-		if rt.pending.Add(-1) == 0 {
-			rt.idleMu.Lock()
-			rt.idle.Broadcast()
-			rt.idleMu.Unlock()
-		}
+		rt.finish(j)
 	}
+}
+
+// finish marks j's task finished and wakes whoever waits for it.
+func (rt *Runtime) finish(j *job) {
+	h := j.headJob()
+	h.mu.Lock()
+	if h != j {
+		h.err = j.err
+	}
+	h.finished = true
+	ch := h.doneCh
+	h.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+	if j.err != nil {
+		rt.recordFailure(j.err)
+	}
+	if rt.pending.Add(-1) == 0 || rt.idleWaiters.Load() > 0 {
+		rt.wakeIdle()
+	}
+}
+
+func (rt *Runtime) wakeIdle() {
+	rt.idleMu.Lock()
+	rt.idle.Broadcast()
+	rt.idleMu.Unlock()
+}
+
+// regenerate submits j's task again, as a new job, after a completion
+// that left Regenerate set. False when it cannot: the task then finishes
+// with the reason as its error.
+func (rt *Runtime) regenerate(old *job) bool {
+	t := old.task
+	if err := rt.usable(); err != nil {
+		if old.err == nil {
+			old.err = fmt.Errorf("regenerate task %q: %w", t.TaskName(), err)
+		}
+		return false
+	}
+	h := old.headJob()
+	h.mu.Lock()
+	j := h.next
+	h.next = nil
+	h.mu.Unlock()
+	if j == nil {
+		j = rt.newJob()
+		j.task = t
+	}
+	j.head = h
+	if err := rt.checkTask(t, j); err != nil {
+		if old.err == nil {
+			old.err = fmt.Errorf("regenerate task %q: %w", t.TaskName(), err)
+		}
+		return false
+	}
+	if rt.profiling.Load() {
+		j.submitNs = wire.Now()
+	}
+	j.mu.Lock()
+	j.submitted = true
+	j.mu.Unlock()
+	h.mu.Lock()
+	h.cur = j
+	h.mu.Unlock()
+	rt.enqueue(t, j)
+	return true
 }
 
 func (rt *Runtime) recordFailure(err error) {
@@ -318,95 +816,4 @@ func (rt *Runtime) noteWrites(j *job) {
 			h.mu.Unlock()
 		}
 	}
-}
-
-// tagState is a tag: the job bound to it, whether it was notified, and who
-// waits for it.
-type tagState struct {
-	mu      sync.Mutex
-	done    bool
-	deps    []TagID
-	waiters []*job
-	doneCh  chan struct{}
-	hasTask bool
-}
-
-func (rt *Runtime) tag(id TagID) *tagState {
-	rt.tagMu.Lock()
-	defer rt.tagMu.Unlock()
-	ts, ok := rt.tags[id]
-	if !ok {
-		ts = &tagState{}
-		rt.tags[id] = ts
-	}
-	return ts
-}
-
-// DeclareTagDeps makes tag id depend on the given tags: the task bound to id
-// starts only after every tag in deps has been notified. Declare before
-// submitting the task that uses id.
-func (rt *Runtime) DeclareTagDeps(id TagID, deps ...TagID) {
-	ts := rt.tag(id)
-	ts.mu.Lock()
-	ts.deps = append(ts.deps, deps...)
-	ts.mu.Unlock()
-}
-
-// bindTag ties job j to tag id: j waits for the tag's dependencies and
-// notifies the tag when it completes.
-func (rt *Runtime) bindTag(id TagID, j *job) {
-	ts := rt.tag(id)
-	ts.mu.Lock()
-	deps := append([]TagID(nil), ts.deps...)
-	ts.hasTask = true
-	ts.mu.Unlock()
-	j.tag = ts
-	for _, d := range deps {
-		rt.tag(d).wait(j)
-	}
-}
-
-// wait makes j depend on the tag unless it is already notified.
-func (ts *tagState) wait(j *job) {
-	ts.mu.Lock()
-	if !ts.done {
-		ts.waiters = append(ts.waiters, j)
-		j.ndeps.Add(1)
-	}
-	ts.mu.Unlock()
-}
-
-// notify marks the tag done and returns the jobs waiting for it.
-func (ts *tagState) notify() []*job {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	ts.done = true
-	w := ts.waiters
-	ts.waiters = nil
-	if ts.doneCh != nil {
-		close(ts.doneCh)
-		ts.doneCh = nil
-	}
-	return w
-}
-
-// TagWait blocks until tag id has been notified (its task completed).
-func (rt *Runtime) TagWait(id TagID) error {
-	ts := rt.tag(id)
-	ts.mu.Lock()
-	if ts.done {
-		ts.mu.Unlock()
-		return nil
-	}
-	if !ts.hasTask && len(ts.deps) == 0 {
-		ts.mu.Unlock()
-		return fmt.Errorf("%w: tag %d has no task bound to it", ErrInvalidTask, id)
-	}
-	if ts.doneCh == nil {
-		ts.doneCh = make(chan struct{})
-	}
-	ch := ts.doneCh
-	ts.mu.Unlock()
-	<-ch
-	return nil
 }

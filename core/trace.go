@@ -19,11 +19,14 @@ type traceEvent struct {
 	name       string
 	start, end int64
 	failed     bool
+	// iter holds the task's iterations (IterationPush), innermost first.
+	iter  [2]int64
+	niter uint8
 }
 
-func (t *tracer) add(worker int, name string, start, end int64, failed bool) {
+func (t *tracer) add(worker int, j *job, start, end int64, failed bool) {
 	t.mu.Lock()
-	t.events = append(t.events, traceEvent{worker, name, start, end, failed})
+	t.events = append(t.events, traceEvent{worker: worker, name: j.name(), start: start, end: end, failed: failed, iter: j.iter, niter: j.niter})
 	t.mu.Unlock()
 }
 
@@ -62,8 +65,17 @@ func (rt *Runtime) WriteTrace(w io.Writer) error {
 	}
 	for _, e := range evs {
 		ce := chromeEvent{Name: e.name, Ph: "X", Ts: float64(e.start-origin) / 1e3, Dur: float64(e.end-e.start) / 1e3, Pid: 1, Tid: e.worker}
+		if e.failed || e.niter > 0 {
+			ce.Args = map[string]any{}
+		}
 		if e.failed {
-			ce.Args = map[string]any{"failed": true}
+			ce.Args["failed"] = true
+		}
+		if e.niter > 0 {
+			ce.Args["iteration"] = e.iter[0]
+		}
+		if e.niter > 1 {
+			ce.Args["outer_iteration"] = e.iter[1]
 		}
 		out = append(out, ce)
 	}

@@ -1,0 +1,327 @@
+package core
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/starpu-go/starpu/pluginapi/driver"
+)
+
+// TaskStatus is where a task stands, as StarPU's starpu_task_status.
+type TaskStatus uint32
+
+// Task statuses.
+const (
+	// StatusInvalid: not submitted.
+	StatusInvalid TaskStatus = iota
+	// StatusBlocked: being submitted; its dependencies are not all known.
+	StatusBlocked
+	// StatusReady: its dependencies are met; it waits for a worker.
+	StatusReady
+	// StatusRunning: handed to a worker.
+	StatusRunning
+	// StatusFinished: terminated.
+	StatusFinished
+	// StatusBlockedOnTag: waiting for the dependencies of its tag.
+	StatusBlockedOnTag
+	// StatusBlockedOnTask: waiting for tasks declared with DeclareDeps.
+	StatusBlockedOnTask
+	// StatusBlockedOnData: waiting for earlier accesses to its data.
+	StatusBlockedOnData
+	// StatusStopped: it has run, and waits for its end dependencies to
+	// terminate.
+	StatusStopped
+
+	// statusWaiting is stored for a submitted task with dependencies
+	// left; Status refines it into one of the BlockedOn statuses.
+	statusWaiting
+)
+
+var statusNames = [...]string{"invalid", "blocked", "ready", "running", "finished", "blocked on tag", "blocked on task", "blocked on data", "stopped"}
+
+func (s TaskStatus) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("TaskStatus(%d)", uint32(s))
+}
+
+// Status returns where t's current submission stands.
+func (t *Task) Status() TaskStatus {
+	h := t.job
+	if h == nil || !h.isSubmitted() {
+		return StatusInvalid
+	}
+	j := t.current()
+	s := TaskStatus(j.status.Load())
+	if s != statusWaiting {
+		return s
+	}
+	switch {
+	case j.tagWait.Load():
+		return StatusBlockedOnTag
+	case j.taskDeps.Load() > 0:
+		return StatusBlockedOnTask
+	}
+	return StatusBlockedOnData
+}
+
+// ProfilingInfo is what the runtime measured about one execution of a task
+// (StarPU's starpu_profiling_task_info).
+type ProfilingInfo struct {
+	// Submitted is when Submit took the task, zero unless profiling is on
+	// (Options.Profiling, SetProfiling). Started and Ended are when its
+	// kernel started and ended on the worker, zero for tasks that ran
+	// nowhere.
+	Submitted, Started, Ended time.Time
+	// Worker ran the task, -1 when none did; Implementation is the index
+	// of the implementation it ran (Codelet.Impls), -1 when none.
+	Worker         int
+	Implementation int
+	// Predicted and PredictedTransfer are the performance models'
+	// predictions of its execution and of its input transfers, -1 when
+	// there were none.
+	Predicted, PredictedTransfer time.Duration
+}
+
+// SetProfiling turns the recording of submission times on or off (StarPU's
+// starpu_profiling_status_set); execution times are always recorded.
+func (rt *Runtime) SetProfiling(on bool) { rt.profiling.Store(on) }
+
+// Profiling returns t's profiling information once its current submission
+// has run.
+func (rt *Runtime) Profiling(t *Task) (ProfilingInfo, error) {
+	j := t.current()
+	if j == nil {
+		return ProfilingInfo{}, fmt.Errorf("%w: task %q was not submitted", ErrInvalidTask, t.TaskName())
+	}
+	j.mu.Lock()
+	done := j.executed
+	j.mu.Unlock()
+	if !done {
+		return ProfilingInfo{}, fmt.Errorf("%w: task %q has not run yet", ErrInvalidTask, t.TaskName())
+	}
+	p := ProfilingInfo{Worker: int(j.worker), Implementation: int(j.impl),
+		Predicted: nsOrUnknown(j.predicted), PredictedTransfer: nsOrUnknown(j.predictedTransfer)}
+	if j.submitNs != 0 {
+		p.Submitted = rt.monoTime(j.submitNs)
+	}
+	if j.end != 0 {
+		p.Started, p.Ended = rt.monoTime(j.start), rt.monoTime(j.end)
+	}
+	return p, nil
+}
+
+func nsOrUnknown(ns int64) time.Duration {
+	if ns < 0 {
+		return -1
+	}
+	return time.Duration(ns)
+}
+
+// monoTime converts a wire.Now reading (CLOCK_MONOTONIC, shared by every
+// process) to wall-clock time.
+func (rt *Runtime) monoTime(ns int64) time.Time {
+	return rt.clockBase.Add(time.Duration(ns - rt.clockBaseNs))
+}
+
+// note counts one execution on worker w.
+func (ci *codeletInfo) note(w int, ns int64, flops float64) {
+	if w >= len(ci.stats) {
+		return
+	}
+	s := &ci.stats[w]
+	s.n.Add(1)
+	s.ns.Add(ns)
+	if flops != 0 {
+		for {
+			old := s.flops.Load()
+			if s.flops.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+flops)) {
+				break
+			}
+		}
+	}
+}
+
+// CodeletStats is a codelet's executions per worker, as StarPU's
+// per_worker_stats and STARPU_CODELET_PROFILING summary.
+type CodeletStats struct {
+	Name    string
+	Workers []WorkerStats
+}
+
+// WorkerStats is one worker's share of a codelet's executions.
+type WorkerStats struct {
+	Worker int
+	Arch   driver.Arch
+	Tasks  int64
+	Total  time.Duration
+	Flops  float64
+}
+
+// Mean is the mean execution time.
+func (w WorkerStats) Mean() time.Duration {
+	if w.Tasks == 0 {
+		return 0
+	}
+	return w.Total / time.Duration(w.Tasks)
+}
+
+// Tasks is the executions on every worker.
+func (s CodeletStats) Tasks() int64 {
+	var n int64
+	for _, w := range s.Workers {
+		n += w.Tasks
+	}
+	return n
+}
+
+// String prints the statistics one line per worker that ran the codelet.
+func (s CodeletStats) String() string {
+	var b strings.Builder
+	total := s.Tasks()
+	fmt.Fprintf(&b, "Statistics for codelet %s: %d tasks\n", s.Name, total)
+	for _, w := range s.Workers {
+		if w.Tasks == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\tworker %d (%s): %d tasks (%.1f%%), total %v, mean %v", w.Worker, w.Arch, w.Tasks, 100*float64(w.Tasks)/float64(total), w.Total, w.Mean())
+		if w.Flops > 0 && w.Total > 0 {
+			fmt.Fprintf(&b, ", %.3f GFlop/s", w.Flops/w.Total.Seconds()/1e9)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// CodeletStats returns cl's statistics since its first submission.
+func (rt *Runtime) CodeletStats(cl *Codelet) (CodeletStats, error) {
+	v, ok := rt.codelets.Load(cl)
+	if !ok {
+		return CodeletStats{}, fmt.Errorf("%w: codelet %q was never submitted", ErrInvalidTask, cl.Name)
+	}
+	ci := v.(*codeletInfo)
+	s := CodeletStats{Name: cl.Name}
+	for w := range ci.stats {
+		st := &ci.stats[w]
+		s.Workers = append(s.Workers, WorkerStats{Worker: w, Arch: rt.workers[w].drv.fp.Arch, Tasks: st.n.Load(),
+			Total: time.Duration(st.ns.Load()), Flops: math.Float64frombits(st.flops.Load())})
+	}
+	return s, nil
+}
+
+// CodeletStatsReport prints the statistics of every codelet submitted so
+// far, in the order of their first submission.
+func (rt *Runtime) CodeletStatsReport() string {
+	rt.clMu.Lock()
+	cls := append([]*Codelet(nil), rt.clOrder...)
+	rt.clMu.Unlock()
+	var b strings.Builder
+	for _, cl := range cls {
+		if s, err := rt.CodeletStats(cl); err == nil && s.Tasks() > 0 {
+			b.WriteString(s.String())
+		}
+	}
+	return b.String()
+}
+
+// IterationPush sets the iteration number of the tasks submitted from now
+// on, until the matching IterationPop; pushes nest (a loop nest). The
+// innermost two levels show in traces (StarPU's starpu_iteration_push).
+func (rt *Runtime) IterationPush(it uint64) {
+	rt.iterMu.Lock()
+	rt.iters = append(rt.iters, it)
+	rt.iterDepth.Store(int32(len(rt.iters)))
+	rt.iterMu.Unlock()
+}
+
+// IterationPop ends the innermost IterationPush.
+func (rt *Runtime) IterationPop() error {
+	rt.iterMu.Lock()
+	defer rt.iterMu.Unlock()
+	if len(rt.iters) == 0 {
+		return fmt.Errorf("%w: IterationPop without IterationPush", ErrInvalidTask)
+	}
+	rt.iters = rt.iters[:len(rt.iters)-1]
+	rt.iterDepth.Store(int32(len(rt.iters)))
+	return nil
+}
+
+// noteIteration records the current iterations in j.
+func (rt *Runtime) noteIteration(j *job) {
+	rt.iterMu.Lock()
+	n := len(rt.iters)
+	for k := 0; k < 2 && k < n; k++ {
+		j.iter[k] = int64(rt.iters[n-1-k])
+		j.niter++
+	}
+	rt.iterMu.Unlock()
+}
+
+// workerOrder tracks Task.WorkerOrder on one worker: next is the order
+// allowed to run, parked the ready tasks waiting for their turn.
+type workerOrder struct {
+	next   uint
+	parked map[uint]*job
+}
+
+func (rt *Runtime) workerOrder(w int) *workerOrder {
+	if rt.orders == nil {
+		rt.orders = map[int]*workerOrder{}
+	}
+	o := rt.orders[w]
+	if o == nil {
+		o = &workerOrder{next: 1, parked: map[uint]*job{}}
+		rt.orders[w] = o
+	}
+	return o
+}
+
+func (rt *Runtime) checkOrder(t *Task, name string) error {
+	rt.orderMu.Lock()
+	defer rt.orderMu.Unlock()
+	o := rt.workerOrder(t.Worker)
+	if t.WorkerOrder < o.next {
+		return fmt.Errorf("%w: task %q: order %d on worker %d has passed (next is %d)", ErrInvalidTask, name, t.WorkerOrder, t.Worker, o.next)
+	}
+	if _, dup := o.parked[t.WorkerOrder]; dup {
+		return fmt.Errorf("%w: task %q: another task has order %d on worker %d", ErrInvalidTask, name, t.WorkerOrder, t.Worker)
+	}
+	return nil
+}
+
+// orderTurn tells whether ready job j may go to the scheduler now, parking
+// it otherwise.
+func (rt *Runtime) orderTurn(j *job) bool {
+	t := j.task
+	rt.orderMu.Lock()
+	o := rt.workerOrder(t.Worker)
+	if t.WorkerOrder == o.next {
+		rt.orderMu.Unlock()
+		return true
+	}
+	_, dup := o.parked[t.WorkerOrder]
+	if !dup {
+		o.parked[t.WorkerOrder] = j
+	}
+	rt.orderMu.Unlock()
+	if dup {
+		rt.complete(j, -1, fmt.Errorf("%w: task %q: another task has order %d on worker %d", ErrInvalidTask, j.name(), t.WorkerOrder, t.Worker))
+	}
+	return false
+}
+
+// orderDone lets the next task in j's worker order go.
+func (rt *Runtime) orderDone(j *job) {
+	rt.orderMu.Lock()
+	o := rt.workerOrder(j.task.Worker)
+	o.next++
+	p := o.parked[o.next]
+	delete(o.parked, o.next)
+	rt.orderMu.Unlock()
+	if p != nil {
+		rt.pushReady(p, -1)
+	}
+}
