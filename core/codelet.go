@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"github.com/starpu-go/starpu/core/perfmodel"
 	"math/bits"
 	"sort"
 	"strings"
@@ -132,6 +133,10 @@ type Codelet struct {
 	// ModelName names the codelet's performance model (StarPU's
 	// perfmodel symbol); Task.TaskName falls back to it.
 	ModelName string
+	// Model is the kind of performance model the runtime keeps for the
+	// codelet (by ModelName, else Name), to predict its tasks' durations
+	// for the schedulers; zero means none.
+	Model ModelKind
 }
 
 // codeletInfo is what the runtime resolved about a codelet at its first
@@ -149,6 +154,8 @@ type codeletInfo struct {
 	rr []uint8
 	// stats[w] accumulates the executions on worker w.
 	stats []workerStat
+	// model is the codelet's performance model, or nil.
+	model *perfmodel.Model
 }
 
 // workerStat counts a codelet's executions on one worker.
@@ -259,7 +266,11 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 	if err := cl.validate(rt.nnodes()); err != nil {
 		return nil, err
 	}
-	info := &codeletInfo{nowhere: cl.Where == Nowhere, impls: make([][]int32, len(rt.drivers)),
+	model, err := rt.modelFor(cl)
+	if err != nil {
+		return nil, err
+	}
+	info := &codeletInfo{model: model, nowhere: cl.Where == Nowhere, impls: make([][]int32, len(rt.drivers)),
 		implMask: make([]uint8, len(rt.drivers)), rr: make([]uint8, len(rt.drivers)), stats: make([]workerStat, len(rt.workers))}
 	for d, drv := range rt.drivers {
 		if info.nowhere || len(drv.workers) == 0 {

@@ -60,6 +60,8 @@ type workerState struct {
 	// device-memory messages waiting for room in the dispatch ring.
 	node        int
 	ctlOverflow []ctlMsg
+	// archKey is the worker's key in the performance models.
+	archKey string
 }
 
 // engine moves tasks between the core, the scheduler and the workers: the
@@ -183,6 +185,7 @@ func (e *engine) push(j *job, releasedBy int32) {
 	e.jobsMu.Unlock()
 	p := wire.Push{ID: j.id, Priority: int32(j.task.Priority), ArchMask: j.archMask, Worker: j.pinned, ReleasedBy: releasedBy, Codelet: j.cl.id,
 		Length: [wire.NumArch]int64{-1, -1, -1}}
+	e.predict(j, &p)
 	e.schedMu.Lock()
 	b, err := e.events.ReserveWait(wire.PushLen(len(p.Transfer)), e.schedAlive)
 	if err == nil {
@@ -422,6 +425,9 @@ func (e *engine) drainCompletions() {
 				e.rt.trace.add(w.id, j, c.StartNs, c.EndNs, err != nil)
 			}
 			e.dropData(j, err == nil)
+			if err == nil {
+				e.record(j, w, c.EndNs-c.StartNs)
+			}
 			e.sendDone(w.id, j.id, c.EndNs-c.StartNs)
 			e.rt.complete(j, int32(w.id), err)
 		}

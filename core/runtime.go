@@ -66,6 +66,11 @@ type Runtime struct {
 	nodes     []*memNode
 	multiNode bool
 	bus       *perfmodel.Bus
+	// Performance models, opened when a codelet first needs one; archKeys
+	// is the model key standing for each architecture (driver.ArchIndex).
+	modelsMu sync.Mutex
+	models   *perfmodel.DB
+	archKeys [wire.NumArch]string
 	getenv    func(string) string
 	sched     sched.Scheduler
 	schedP    *loader.Plugin
@@ -419,6 +424,7 @@ func (rt *Runtime) start(ctx context.Context) error {
 	if err := rt.setupNodes(); err != nil {
 		return err
 	}
+	rt.setupArchKeys()
 	var ws []sched.Worker
 	for _, w := range rt.workers {
 		ws = append(ws, sched.Worker{ID: w.id, Arch: w.drv.fp.Arch, Node: w.node})
@@ -449,6 +455,7 @@ func (rt *Runtime) Shutdown() error {
 		return ErrShutdown
 	}
 	taskErr := rt.WaitForAll()
+	rt.saveModels()
 	var errs []error
 	if err := rt.unregisterAll(); err != nil {
 		errs = append(errs, err)

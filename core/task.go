@@ -218,6 +218,11 @@ type job struct {
 	// Predictions the performance models made when the task was pushed
 	// (ns, -1 when unknown).
 	predicted, predictedTransfer int64
+	// The keys of its performance model entries, and the predicted
+	// transfer time per node sent to the scheduler.
+	footprint uint32
+	dataSize  uint64
+	transfer  []int64
 
 	// acquire is set for a job that stands for an application's acquire.
 	acquire *acquisition

@@ -1,0 +1,164 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/starpu-go/starpu/core/perfmodel"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/wire"
+)
+
+// ModelKind chooses a codelet's performance model (Codelet.Model); the zero
+// value means none.
+type ModelKind = perfmodel.Kind
+
+// Performance model kinds, as StarPU's.
+const (
+	// HistoryModel predicts the mean duration measured for the same data
+	// shape (STARPU_HISTORY_BASED).
+	HistoryModel = perfmodel.History
+	// RegressionModel fits a*size^b (STARPU_REGRESSION_BASED).
+	RegressionModel = perfmodel.Regression
+	// NonLinearRegressionModel fits a*size^b+c (STARPU_NL_REGRESSION_BASED).
+	NonLinearRegressionModel = perfmodel.NonLinearRegression
+)
+
+// modelFor returns the performance model of cl, opening the model database
+// on first use; nil when cl has none.
+func (rt *Runtime) modelFor(cl *Codelet) (*perfmodel.Model, error) {
+	if cl.Model == 0 {
+		return nil, nil
+	}
+	rt.modelsMu.Lock()
+	defer rt.modelsMu.Unlock()
+	if rt.models == nil {
+		db, err := perfmodel.Open(rt.modelDir(), rt.cfg.Calibrate, rt.log.Named("perfmodel"))
+		if err != nil {
+			return nil, fmt.Errorf("performance models: %w", err)
+		}
+		rt.models = db
+	}
+	symbol := cl.ModelName
+	if symbol == "" {
+		symbol = cl.Name
+	}
+	if symbol == "" {
+		return nil, fmt.Errorf("%w: a codelet with a performance model needs a Name or ModelName", ErrInvalidTask)
+	}
+	return rt.models.Model(symbol, cl.Model), nil
+}
+
+// setupArchKeys names each worker's entry in the performance models: "cpu"
+// for every CPU core, "<arch>_<device>" for the others; per architecture,
+// the key of its first worker stands for the architecture in predictions.
+func (rt *Runtime) setupArchKeys() {
+	for i := range rt.archKeys {
+		rt.archKeys[i] = ""
+	}
+	for _, w := range rt.workers {
+		dev := w.spec.Unit
+		if w.drv.fp.Arch == driver.CPU {
+			dev = 0
+		}
+		w.archKey = perfmodel.ArchKey(string(w.drv.fp.Arch), dev)
+		if a := driver.ArchIndex(w.drv.fp.Arch); a >= 0 && rt.archKeys[a] == "" {
+			rt.archKeys[a] = w.archKey
+		}
+	}
+}
+
+// footprint hashes the shapes of a task's data (not where it lies), and
+// sums its size: the keys of its performance model entries.
+func footprint(t *Task) (uint32, uint64) {
+	h := uint32(2166136261)
+	mix := func(v uint64) {
+		for i := 0; i < 8; i++ {
+			h ^= uint32(v & 0xff)
+			h *= 16777619
+			v >>= 8
+		}
+	}
+	var size uint64
+	for _, hd := range t.Handles {
+		l := hd.layout
+		mix(uint64(l.Interface)<<32 | uint64(l.ElemSize))
+		mix(l.NX)
+		mix(l.NY)
+		mix(l.NZ)
+		size += hd.size
+	}
+	return h, size
+}
+
+// predict fills a push with the model's predicted lengths per architecture
+// and the predicted time to bring the task's input data to each node.
+func (e *engine) predict(j *job, p *wire.Push) {
+	rt := e.rt
+	if m := j.cl.model; m != nil {
+		j.footprint, j.dataSize = footprint(j.task)
+		for a, key := range rt.archKeys {
+			if key == "" {
+				continue
+			}
+			if ns, ok := m.Predict(key, j.footprint, j.dataSize); ok {
+				p.Length[a] = int64(ns)
+				if j.predicted < 0 {
+					j.predicted = int64(ns)
+				}
+			}
+		}
+	}
+	if !rt.multiNode || rt.bus == nil {
+		return
+	}
+	p.Transfer = j.transfer[:0]
+	for n := range rt.nodes {
+		var ns float64
+		for i, h := range j.task.Handles {
+			if j.modes[i]&R == 0 || h.validMask.Load()&(1<<n) != 0 {
+				continue
+			}
+			src := 0
+			if n == 0 {
+				for k := range rt.nodes {
+					if h.validMask.Load()&(1<<k) != 0 {
+						src = k
+						break
+					}
+				}
+			}
+			t, _ := rt.bus.Predict(rt.nodes[src].name, rt.nodes[n].name, h.size)
+			if src != 0 && n != 0 {
+				t2, _ := rt.bus.Predict("RAM", rt.nodes[n].name, h.size)
+				t += t2
+			}
+			ns += t
+		}
+		p.Transfer = append(p.Transfer, int64(ns))
+	}
+	j.transfer = p.Transfer
+}
+
+// record adds a completed task's duration to its codelet's model.
+func (e *engine) record(j *job, w *workerState, ns int64) {
+	if j.cl == nil || j.cl.model == nil {
+		return
+	}
+	if j.dataSize == 0 && j.footprint == 0 {
+		j.footprint, j.dataSize = footprint(j.task)
+	}
+	j.cl.model.Record(w.archKey, j.footprint, j.dataSize, float64(ns))
+}
+
+// saveModels writes the calibrated models back to the model directory.
+func (rt *Runtime) saveModels() {
+	rt.modelsMu.Lock()
+	db := rt.models
+	rt.modelsMu.Unlock()
+	if db == nil {
+		return
+	}
+	if err := db.Save(); err != nil {
+		rt.log.Warn("cannot save performance models", "dir", db.Dir(), "error", err)
+	}
+}

@@ -1,0 +1,66 @@
+package core_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/core/perfmodel"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
+)
+
+// Tasks of a codelet with a history model calibrate it; the model is saved
+// at shutdown, and the next runtime predicts the tasks' durations.
+func TestPerformanceModelCalibration(t *testing.T) {
+	dir := t.TempDir()
+	cl := &core.Codelet{Name: "scal_model", Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF32}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel}
+	run := func() time.Duration {
+		cfg := testConfig(pluginDir)
+		cfg.ModelDir = dir
+		rt, err := core.Init(t.Context(), core.Options{Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := make([]float32, 1<<16)
+		h, err := core.RegisterVector(rt, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first *core.Task
+		for i := 0; i < 12; i++ {
+			task := &core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 1}.Encode()}
+			if first == nil {
+				first = task
+			}
+			if err := rt.Submit(task); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rt.WaitForAll(); err != nil {
+			t.Fatal(err)
+		}
+		p, err := rt.Profiling(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.Shutdown(); err != nil {
+			t.Fatal(err)
+		}
+		return p.Predicted
+	}
+	if p := run(); p >= 0 {
+		t.Errorf("first task of the first run predicted %v with no model yet", p)
+	}
+	m, err := perfmodel.Load(dir, "scal_model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	archs := m.Archs()
+	if len(archs) != 1 || archs[0].Arch != "cpu" || len(archs[0].Entries) != 1 || archs[0].Entries[0].Samples < perfmodel.MinSamples {
+		t.Fatalf("saved model %+v: want one cpu entry with >= %d samples", archs, perfmodel.MinSamples)
+	}
+	if p := run(); p <= 0 {
+		t.Errorf("first task of the second run predicted %v, want the calibrated mean", p)
+	}
+}
