@@ -390,7 +390,7 @@ type queue struct {
 	buckets []*bucket
 	n       int
 	ns      int64
-	spare   *bucket // a drained bucket kept for reuse
+	spares  []*bucket // drained buckets kept for reuse: no allocation per task
 }
 
 type bucket struct {
@@ -406,11 +406,12 @@ func (q *queue) push(e entry, prio int32) {
 		i++
 	}
 	if i == len(q.buckets) || q.buckets[i].prio != prio {
-		b := q.spare
-		if b == nil {
+		var b *bucket
+		if k := len(q.spares); k > 0 {
+			b, q.spares = q.spares[k-1], q.spares[:k-1]
+		} else {
 			b = &bucket{}
 		}
-		q.spare = nil
 		b.prio = prio
 		q.buckets = append(q.buckets, nil)
 		copy(q.buckets[i+1:], q.buckets[i:])
@@ -436,7 +437,7 @@ func (q *queue) take() entry {
 	case b.head == len(b.entries):
 		q.buckets = append(q.buckets[:0], q.buckets[1:]...)
 		b.entries, b.head, b.ns = b.entries[:0], 0, 0
-		q.spare = b
+		q.spares = append(q.spares, b)
 	case b.head > 64 && b.head*2 > len(b.entries):
 		m := copy(b.entries, b.entries[b.head:])
 		clear(b.entries[m:])

@@ -261,8 +261,8 @@ type queue struct {
 	owner   int
 	buckets []*bucket // by decreasing priority
 	n       int       // tasks queued
-	local   int       // of which LOCALITY tasks released by the owner
 	bound   int       // of which tasks bound to the owner (Task.Worker)
+	local   int       // of which other LOCALITY tasks released by the owner
 	spare   *bucket   // a drained bucket kept for reuse: no allocation per task in a chain
 }
 
@@ -279,11 +279,10 @@ func (q *queue) pinnedLocal(t *sched.Task) bool {
 
 func (q *queue) count(t *sched.Task, d int) {
 	q.n += d
-	if q.pinnedLocal(t) {
-		q.local += d
-	}
 	if t.Worker >= 0 {
 		q.bound += d
+	} else if q.pinnedLocal(t) {
+		q.local += d
 	}
 }
 

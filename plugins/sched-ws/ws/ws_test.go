@@ -270,3 +270,19 @@ func BenchmarkPushPop(b *testing.B) {
 		p.PostExec(1, 1, 100)
 	}
 }
+
+// TestVictimWithPinnedTasks: a queue whose tasks are partly bound, partly
+// kept for locality, still gives up the rest.
+func TestVictimWithPinnedTasks(t *testing.T) {
+	p := New()
+	p.Init(cpus(2))
+	bl := &sched.Task{ID: 1, ArchMask: 1, Worker: 0, ReleasedBy: 0, Locality: true} // bound and LOCALITY
+	p.Push(bl)
+	p.Push(task(2, 0, 0))
+	if tk := p.Pop(1); tk == nil || tk.ID != 2 {
+		t.Fatalf("thief got %v, want the free task 2", tk)
+	}
+	if tk := p.Pop(1); tk != nil {
+		t.Fatalf("thief got task %d, bound to worker 0", tk.ID)
+	}
+}
