@@ -71,10 +71,10 @@ type Runtime struct {
 	modelsMu sync.Mutex
 	models   *perfmodel.DB
 	archKeys [wire.NumArch]string
-	getenv    func(string) string
-	sched     sched.Scheduler
-	schedP    *loader.Plugin
-	engine    *engine
+	getenv   func(string) string
+	sched    sched.Scheduler
+	schedP   *loader.Plugin
+	engine   *engine
 
 	codelets    sync.Map // *Codelet -> *codeletInfo
 	clMu        sync.Mutex
