@@ -20,6 +20,9 @@ const (
 	R  = kernel.R
 	W  = kernel.W
 	RW = kernel.RW
+	// Locality is or'ed into a mode as a hint: keep the task where the
+	// data is (StarPU's STARPU_LOCALITY).
+	Locality = kernel.Locality
 )
 
 // VariableBuffers as Codelet.NBuffers means each task gives its own modes
@@ -256,7 +259,10 @@ func validNodes(nodes []int, nnodes int) error {
 	return nil
 }
 
-func validMode(m Mode) bool { return m == R || m == W || m == RW }
+func validMode(m Mode) bool {
+	m &^= Locality
+	return m == R || m == W || m == RW
+}
 
 // resolve finds, once per codelet, the drivers that host its kernels.
 func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {

@@ -186,6 +186,11 @@ func (e *engine) push(j *job, releasedBy int32) {
 	p := wire.Push{ID: j.id, Priority: int32(j.task.Priority), ArchMask: j.archMask, Worker: j.pinned, ReleasedBy: releasedBy, Codelet: j.cl.id,
 		Length: [wire.NumArch]int64{-1, -1, -1}}
 	e.predict(j, &p)
+	for _, m := range j.modes {
+		if m&Locality != 0 {
+			p.Flags |= wire.PushLocality
+		}
+	}
 	e.schedMu.Lock()
 	b, err := e.events.ReserveWait(wire.PushLen(len(p.Transfer)), e.schedAlive)
 	if err == nil {
@@ -337,7 +342,7 @@ func (e *engine) post(w *workerState, j *job) bool {
 	wire.PutExecHeader(b, j.id, uint32(k), len(t.Handles), len(t.Arg))
 	p := b[wire.ExecHeaderSize:]
 	for i, h := range t.Handles {
-		d := wire.BufferDesc{Offset: h.span.Offset, Mode: j.modes[i], Layout: h.layout}
+		d := wire.BufferDesc{Offset: h.span.Offset, Mode: j.modes[i] &^ Locality, Layout: h.layout}
 		if w.node != 0 {
 			d.Node, d.Offset, d.Layout = uint8(e.rt.nodes[w.node].local), h.reps[w.node].buf, h.nodeLayout(w.node)
 		}

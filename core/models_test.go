@@ -1,13 +1,20 @@
 package core_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/starpu-go/starpu/core"
 	"github.com/starpu-go/starpu/core/perfmodel"
+	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/shm"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
+	"github.com/starpu-go/starpu/plugins/sched-ws/ws"
 )
 
 // Tasks of a codelet with a history model calibrate it; the model is saved
@@ -62,5 +69,60 @@ func TestPerformanceModelCalibration(t *testing.T) {
 	}
 	if p := run(); p <= 0 {
 		t.Errorf("first task of the second run predicted %v, want the calibrated mean", p)
+	}
+}
+
+// recordingPolicy is ws that remembers what the core told it about tasks.
+type recordingPolicy struct {
+	*ws.Policy
+	mu    sync.Mutex
+	tasks []sched.Task
+}
+
+func (p *recordingPolicy) Push(t *sched.Task) {
+	p.mu.Lock()
+	p.tasks = append(p.tasks, *t)
+	p.mu.Unlock()
+	p.Policy.Push(t)
+}
+
+// The scheduler learns the LOCALITY hint and the model's predicted lengths.
+func TestPushCarriesHints(t *testing.T) {
+	pol := &recordingPolicy{Policy: ws.New()}
+	cfg := testConfig(pluginDir)
+	cfg.ModelDir = t.TempDir()
+	rt := start(t, core.Options{Config: cfg, Scheduler: func(a *shm.Arena, log hclog.Logger) (sched.Scheduler, error) {
+		return sched.NewHost(a, pol, base.Info{Name: "ws", Version: "test"}), nil
+	}})
+	cl := &core.Codelet{Name: "scal_hint", Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF32}, Modes: []core.Mode{core.RW | core.Locality}, Model: core.HistoryModel}
+	x := make([]float32, 64)
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 12; i++ {
+		if err := rt.Submit(&core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 1}.Encode()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+	pol.mu.Lock()
+	defer pol.mu.Unlock()
+	if len(pol.tasks) != 12 {
+		t.Fatalf("policy saw %d tasks, want 12", len(pol.tasks))
+	}
+	for i, task := range pol.tasks {
+		if !task.Locality {
+			t.Fatalf("task %d: Locality not set", i)
+		}
+		cpu := task.Length[driver.ArchIndex(driver.CPU)]
+		if i < perfmodel.MinSamples && cpu != -1 {
+			t.Errorf("task %d: predicted %d ns before calibration", i, cpu)
+		}
+		if i == 11 && cpu <= 0 {
+			t.Errorf("task %d: predicted %d ns after %d samples", i, cpu, perfmodel.MinSamples)
+		}
 	}
 }

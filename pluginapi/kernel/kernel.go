@@ -49,6 +49,10 @@ const (
 	R  Mode = 1 << 0
 	W  Mode = 1 << 1
 	RW      = R | W
+	// Locality is a hint or'ed into a mode (StarPU's STARPU_LOCALITY): the
+	// scheduler should keep the task where the data is. Drivers never see
+	// it.
+	Locality Mode = 1 << 7
 )
 
 func (m Mode) String() string {
