@@ -61,8 +61,12 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, ", residual %.3g (tolerance %.1g)", res.residual, res.tolerance)
 	}
 	fmt.Fprintln(out)
-	kv(out, "cholesky", map[string]any{"precision": *precision, "layout": *layout, "size": *size, "nblocks": *nblocks, "sched": rt.SchedName(),
-		"ms": float64(res.elapsed.Microseconds()) / 1e3, "gflops": gflops, "residual": res.residual, "verified": res.verified})
+	pairs := map[string]any{"precision": *precision, "layout": *layout, "size": *size, "nblocks": *nblocks, "sched": rt.SchedName(),
+		"ms": float64(res.elapsed.Microseconds()) / 1e3, "gflops": gflops, "residual": res.residual, "verified": res.verified}
+	for arch, n := range res.perArch {
+		pairs[string(arch)+"_tasks"] = n
+	}
+	kv(out, "cholesky", pairs)
 	if *check && !res.verified {
 		return fmt.Errorf("cholesky: residual %.3g exceeds %.1g", res.residual, res.tolerance)
 	}
@@ -72,6 +76,7 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 type choleskyKernels struct{ potrf, trsm, syrk, gemm string }
 
 type choleskyResult struct {
+	perArch   map[driver.Arch]int64
 	elapsed   time.Duration
 	residual  float64
 	tolerance float64
@@ -91,13 +96,13 @@ func element(i, j, n int) float64 {
 func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check, partition bool, ks choleskyKernels) (res choleskyResult, err error) {
 	bs := n / nb
 	cpu := func(k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes}
+		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes, Model: core.HistoryModel}
 	}
 	// The BLAS 3 kernels also run on OpenCL devices (driver-opencl hosts
 	// them under the same names); the factorisation of diagonal tiles stays
 	// on CPUs, as in StarPU's example.
 	anywhere := func(k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k, driver.OpenCL: k}, Modes: modes}
+		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k, driver.OpenCL: k}, Modes: modes, Model: core.HistoryModel}
 	}
 	potrf := cpu(ks.potrf, core.RW)
 	trsm := anywhere(ks.trsm, core.R, core.RW)
@@ -159,6 +164,7 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check, partit
 		return res, err
 	}
 	res.elapsed = time.Since(start)
+	res.perArch = tasksPerArch(rt, potrf, trsm, syrk, gemm)
 	if !check {
 		return res, nil
 	}
@@ -325,4 +331,19 @@ func (c *choleskyTiles[T]) release(rt *core.Runtime) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// tasksPerArch counts the tasks of the codelets each architecture ran.
+func tasksPerArch(rt *core.Runtime, cls ...*core.Codelet) map[driver.Arch]int64 {
+	out := map[driver.Arch]int64{}
+	for _, cl := range cls {
+		s, err := rt.CodeletStats(cl)
+		if err != nil {
+			continue
+		}
+		for _, w := range s.Workers {
+			out[w.Arch] += w.Tasks
+		}
+	}
+	return out
 }

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	pluginDir = filepath.Join(tmp, "plugins")
 	// Models and the bus model go to the test's directory, not $HOME.
 	os.Setenv("STARPU_PERF_MODEL_DIR", filepath.Join(tmp, "models"))
-	for _, p := range []string{"driver-cpu", "sched-ws", "driver-opencl"} {
+	for _, p := range []string{"driver-cpu", "sched-ws", "driver-opencl", "sched-dmda"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(pluginDir, p), "../../plugins/"+p)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -169,7 +169,14 @@ func TestOpenCLWorkloads(t *testing.T) {
 			t.Errorf("starpu %s: %v", strings.Join(args, " "), kv)
 		}
 	}
-	kv := lastLineN(t, 1, "bench", "bandwidth", "--size", "4194304", "--reps", "2")
+	// Uncalibrated, dmda spreads the tasks over both architectures.
+	t.Setenv("STARPU_PERF_MODEL_DIR", t.TempDir())
+	t.Setenv("STARPU_SCHED", "dmda")
+	kv := lastLineN(t, 1, "run", "vector-scal", "--size", "1000000", "--nparts", "16")
+	if kv["verified"] != "true" || kv["cpu_tasks"] == "" || kv["opencl_tasks"] == "" {
+		t.Errorf("vector-scal with dmda: %v, want tasks on cpu and opencl", kv)
+	}
+	kv = lastLineN(t, 1, "bench", "bandwidth", "--size", "4194304", "--reps", "2")
 	for _, k := range []string{"h2d_mbps", "d2h_mbps", "latency_us"} {
 		var v float64
 		if _, err := fmt.Sscan(kv[k], &v); err != nil || v <= 0 {

@@ -36,7 +36,7 @@ func vectorScal(ctx context.Context, args []string, out io.Writer) error {
 	for i := range x {
 		x[i] = float32(i%1000) + 1
 	}
-	scal := &core.Codelet{Name: "vector_scal", Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF32, driver.OpenCL: blasarg.ScalF32}, Modes: []core.Mode{core.RW}}
+	scal := &core.Codelet{Name: "vector_scal", Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF32, driver.OpenCL: blasarg.ScalF32}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel}
 	arg := blasarg.ScalArg{Alpha: *factor}.Encode()
 	start := time.Now()
 	var hs []*core.Handle
@@ -54,6 +54,7 @@ func vectorScal(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	werr := rt.WaitForAll()
+	perArch := tasksPerArch(rt, scal)
 	for _, h := range hs {
 		if err := h.Unregister(); err != nil && werr == nil {
 			werr = err
@@ -75,8 +76,12 @@ func vectorScal(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "vector-scal: %d floats in %d parts scaled by %g in %v; %d wrong elements\n", *size, *parts, *factor, elapsed, bad)
-	kv(out, "vector-scal", map[string]any{"size": *size, "nparts": *parts, "ms": float64(elapsed.Microseconds()) / 1e3,
-		"gflops": float64(*size) / elapsed.Seconds() / 1e9, "verified": bad == 0})
+	pairs := map[string]any{"size": *size, "nparts": *parts, "ms": float64(elapsed.Microseconds()) / 1e3,
+		"gflops": float64(*size) / elapsed.Seconds() / 1e9, "verified": bad == 0}
+	for arch, n := range perArch {
+		pairs[string(arch)+"_tasks"] = n
+	}
+	kv(out, "vector-scal", pairs)
 	if bad > 0 {
 		return fmt.Errorf("vector-scal: %d elements are wrong", bad)
 	}
