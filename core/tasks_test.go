@@ -849,16 +849,19 @@ func TestWaitFunctions(t *testing.T) {
 // show a running task, one maps its TaskID back to its task.
 func TestStatusRunningAndCurrentTask(t *testing.T) {
 	gate := make(chan struct{})
-	var rt *core.Runtime
+	// The kernel runs on a driver goroutine, which learns of rt only
+	// through shared memory: publish it atomically.
+	var rtp atomic.Pointer[core.Runtime]
 	var mu sync.Mutex
 	seen := map[uint64]*core.Task{}
 	opts := withKernels(gateKernel("test_gate", gate), kernel.Kernel{Name: "test_current", Func: func(c *kernel.Context) error {
 		mu.Lock()
-		seen[c.TaskID] = rt.TaskByID(c.TaskID)
+		seen[c.TaskID] = rtp.Load().TaskByID(c.TaskID)
 		mu.Unlock()
 		return nil
 	}})
-	rt = start(t, opts)
+	rt := start(t, opts)
+	rtp.Store(rt)
 	gated := &core.Codelet{Name: "gated", Kernels: map[driver.Arch]string{driver.CPU: "test_gate"}}
 	current := &core.Codelet{Name: "current", Kernels: map[driver.Arch]string{driver.CPU: "test_current"}}
 	var prologue atomic.Bool
