@@ -317,13 +317,18 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 	return v.(*codeletInfo), nil
 }
 
+// implMaskOf is the implementations j may run on driver d.
+func (j *job) implMaskOf(d int) uint8 {
+	if x := j.ext.Load(); x != nil && x.implMask != nil {
+		return x.implMask[d]
+	}
+	return j.cl.implMask[d]
+}
+
 // chooseImpl picks the implementation job j runs on driver d: the first
 // one allowed, or the next in turn when calibrating. Engine goroutine only.
 func (rt *Runtime) chooseImpl(j *job, d int) int {
-	mask := j.cl.implMask[d]
-	if j.implMask != nil {
-		mask = j.implMask[d]
-	}
+	mask := j.implMaskOf(d)
 	if mask == 0 {
 		return -1
 	}

@@ -45,7 +45,7 @@ func (rt *Runtime) DeclareDeps(t *Task, preds ...*Task) error {
 			j.ndeps.Add(1)
 		}
 		j.taskDeps.Add(1)
-		pj.tsuccs = append(pj.tsuccs, j)
+		pj.x().tsuccs = append(pj.x().tsuccs, j)
 		pj.mu.Unlock()
 	}
 	return nil
@@ -81,8 +81,8 @@ func (rt *Runtime) declTarget(t *Task) (*job, bool) {
 		return h, false
 	}
 	cur, ended := h, h.released
-	if h.cur != nil {
-		cur = h.cur
+	if x := h.ext.Load(); x != nil && x.cur != nil {
+		cur = x.cur
 		cur.mu.Lock()
 		ended = cur.released || h.finished
 		cur.mu.Unlock()
@@ -90,11 +90,12 @@ func (rt *Runtime) declTarget(t *Task) (*job, bool) {
 	if !ended && !(t.Regenerate && cur.ndeps.Load() == 0) {
 		return cur, true
 	}
-	if h.next == nil {
-		h.next = rt.newJob()
-		h.next.task = t
+	x := h.x()
+	if x.next == nil {
+		x.next = rt.newJob()
+		x.next.task = t
 	}
-	return h.next, false
+	return x.next, false
 }
 
 // predJob returns the job a dependency on p waits for: p's submission in
@@ -138,7 +139,7 @@ func (rt *Runtime) DeclareEndDeps(t *Task, preds ...*Task) error {
 			rt.terminate(termination{j: j, endDep: true}, -1)
 			continue
 		}
-		pj.esuccs = append(pj.esuccs, j)
+		pj.x().esuccs = append(pj.x().esuccs, j)
 		pj.mu.Unlock()
 	}
 	return nil
@@ -162,7 +163,7 @@ func (rt *Runtime) EndDepRelease(t *Task) error {
 		return fmt.Errorf("%w: task %q has no end dependency", ErrInvalidTask, t.TaskName())
 	}
 	j.mu.Lock()
-	n := j.endDeps
+	n := j.endDeps()
 	j.mu.Unlock()
 	if n <= 0 {
 		return fmt.Errorf("%w: task %q has no end dependency left to release", ErrInvalidTask, t.TaskName())
@@ -183,7 +184,7 @@ func (rt *Runtime) endTarget(t *Task, n int) (*job, error) {
 	if j.released {
 		return nil, fmt.Errorf("%w: task %q has already terminated: declare end dependencies before", ErrInvalidTask, t.TaskName())
 	}
-	j.endDeps += int32(n)
+	j.x().endDeps += int32(n)
 	return j, nil
 }
 
@@ -207,7 +208,10 @@ func successors(t *Task, scheduled bool) []*Task {
 		return nil
 	}
 	j.mu.Lock()
-	js := append(append([]*job(nil), j.succs...), j.tsuccs...)
+	js := append([]*job(nil), j.succs...)
+	if x := j.ext.Load(); x != nil {
+		js = append(js, x.tsuccs...)
+	}
 	j.mu.Unlock()
 	seen := map[*Task]bool{}
 	var out []*Task

@@ -180,9 +180,6 @@ func (e *engine) push(j *job, releasedBy int32) {
 		e.rt.complete(j, -1, *p)
 		return
 	}
-	e.jobsMu.Lock()
-	e.jobs[j.id] = j
-	e.jobsMu.Unlock()
 	p := wire.Push{ID: j.id, Priority: int32(j.task.Priority), ArchMask: j.archMask, Worker: j.pinned, ReleasedBy: releasedBy, Codelet: j.cl.id,
 		Length: [wire.NumArch]int64{-1, -1, -1}}
 	e.predict(j, &p)
@@ -191,6 +188,11 @@ func (e *engine) push(j *job, releasedBy int32) {
 			p.Flags |= wire.PushLocality
 		}
 	}
+	// Published after the job's last write here: the engine finds it in
+	// jobs once the scheduler has decided.
+	e.jobsMu.Lock()
+	e.jobs[j.id] = j
+	e.jobsMu.Unlock()
 	e.schedMu.Lock()
 	b, err := e.events.ReserveWait(wire.PushLen(len(p.Transfer)), e.schedAlive)
 	if err == nil {

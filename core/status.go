@@ -105,8 +105,8 @@ func (rt *Runtime) Profiling(t *Task) (ProfilingInfo, error) {
 	}
 	p := ProfilingInfo{Worker: int(j.worker), Implementation: int(j.impl),
 		Predicted: nsOrUnknown(j.predicted), PredictedTransfer: nsOrUnknown(j.predictedTransfer)}
-	if j.submitNs != 0 {
-		p.Submitted = rt.monoTime(j.submitNs)
+	if x := j.ext.Load(); x != nil && x.submitNs != 0 {
+		p.Submitted = rt.monoTime(x.submitNs)
 	}
 	if j.end != 0 {
 		p.Started, p.Ended = rt.monoTime(j.start), rt.monoTime(j.end)
@@ -253,10 +253,13 @@ func (rt *Runtime) IterationPop() error {
 func (rt *Runtime) noteIteration(j *job) {
 	rt.iterMu.Lock()
 	n := len(rt.iters)
+	j.mu.Lock()
+	x := j.x()
 	for k := 0; k < 2 && k < n; k++ {
-		j.iter[k] = int64(rt.iters[n-1-k])
-		j.niter++
+		x.iter[k] = int64(rt.iters[n-1-k])
+		x.niter++
 	}
+	j.mu.Unlock()
 	rt.iterMu.Unlock()
 }
 

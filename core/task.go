@@ -162,38 +162,24 @@ type job struct {
 	task  *Task
 	cl    *codeletInfo
 	modes []Mode
-	// nodes is the memory node per buffer (Codelet.Nodes or Task.Nodes),
-	// nil when every buffer goes to the worker's node.
-	nodes []int
 	// ndeps counts unmet dependencies plus one while submit is in progress.
 	ndeps atomic.Int32
 
-	// archMask is where the task may run; implMask, when not nil, is
-	// per driver the implementations CanExecute accepted (else
-	// cl.implMask); impl is the implementation chosen at dispatch, or -1.
+	// archMask is where the task may run; impl is the implementation
+	// chosen at dispatch, or -1.
 	archMask uint32
-	implMask []uint8
-	impl     int8
-	nowhere  bool  // completes once ready, running nowhere
 	pinned   int32 // the worker the task must run on, or -1
-	counted  bool  // pushed to the scheduler and counted in NReady
+	impl     int8
+	nowhere  bool // completes once ready, running nowhere
+	counted  bool // pushed to the scheduler and counted in NReady
 
 	mu        sync.Mutex
-	submitted bool   // Submit took the job (it may exist earlier for dependencies)
-	released  bool   // terminated: successors released
-	succs     []*job // waiting for this one through data or tags
-	tsuccs    []*job // waiting for this one through DeclareDeps
-	esuccs    []*job // end dependencies waiting for this one
+	submitted bool // Submit took the job (it may exist earlier for dependencies)
+	released  bool // terminated: successors released
 	executed  bool
-	endDeps   int32 // end dependencies not yet released
 	finished  bool
+	succs     []*job // waiting for this one through data or tags
 	doneCh    chan struct{}
-	// head is the task's first submission when Regenerate resubmitted
-	// it; cur (on the head) is the current one and next the job of the
-	// next submission when dependencies were declared for it early.
-	head *job
-	cur  *job
-	next *job
 
 	err    error
 	worker int32
@@ -212,9 +198,6 @@ type job struct {
 	status   atomic.Uint32
 	taskDeps atomic.Int32 // explicit task dependencies not yet met
 	tagWait  atomic.Bool  // waiting for the dependencies of its tag
-	submitNs int64
-	iter     [2]int64 // iterations at submit, innermost first
-	niter    uint8
 	// Predictions the performance models made when the task was pushed
 	// (ns, -1 when unknown).
 	predicted, predictedTransfer int64
@@ -223,10 +206,57 @@ type job struct {
 	footprint uint32
 	dataSize  uint64
 	transfer  []int64
+	// ext holds what only some tasks use, so that the others do not carry
+	// it; created under mu, read without it by the engine.
+	ext atomic.Pointer[jobExt]
 
 	// acquire is set for a job that stands for an application's acquire.
 	acquire *acquisition
 	tag     *tagState
+}
+
+// jobExt is the part of a job that few tasks use.
+type jobExt struct {
+	tsuccs  []*job // waiting for this one through DeclareDeps
+	esuccs  []*job // end dependencies waiting for this one
+	endDeps int32  // end dependencies not yet released
+	// implMask, when not nil, is per driver the implementations
+	// CanExecute accepted (instead of cl.implMask).
+	implMask []uint8
+	// head is the task's first submission when Regenerate resubmitted
+	// it; cur (on the head) is the current one and next the job of the
+	// next submission when dependencies were declared for it early.
+	head, cur, next *job
+	submitNs        int64
+	iter            [2]int64 // iterations at submit, innermost first
+	niter           uint8
+}
+
+// x returns j's extension, creating it; call with j.mu held.
+func (j *job) x() *jobExt {
+	x := j.ext.Load()
+	if x == nil {
+		x = &jobExt{}
+		j.ext.Store(x)
+	}
+	return x
+}
+
+// endDeps is the number of j's end dependencies not yet released; j.mu held.
+func (j *job) endDeps() int32 {
+	if x := j.ext.Load(); x != nil {
+		return x.endDeps
+	}
+	return 0
+}
+
+// bufferNodes is the memory node per buffer (Codelet.Nodes or Task.Nodes),
+// nil when every buffer goes to the node of the worker that runs the task.
+func (j *job) bufferNodes() []int {
+	if j.task.Nodes != nil {
+		return j.task.Nodes
+	}
+	return j.task.Codelet.Nodes
 }
 
 func (rt *Runtime) newJob() *job {
@@ -237,8 +267,8 @@ func (rt *Runtime) newJob() *job {
 
 // headJob is the job Wait and Err use for j's task.
 func (j *job) headJob() *job {
-	if j.head != nil {
-		return j.head
+	if x := j.ext.Load(); x != nil && x.head != nil {
+		return x.head
 	}
 	return j
 }
@@ -251,8 +281,8 @@ func (t *Task) current() *job {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.cur != nil {
-		return h.cur
+	if x := h.ext.Load(); x != nil && x.cur != nil {
+		return x.cur
 	}
 	return h
 }
@@ -285,10 +315,10 @@ func (rt *Runtime) Submit(t *Task) error {
 	if err := rt.checkTask(t, j); err != nil {
 		return err
 	}
-	if rt.profiling.Load() {
-		j.submitNs = wire.Now()
-	}
 	j.mu.Lock()
+	if rt.profiling.Load() {
+		j.x().submitNs = wire.Now()
+	}
 	j.submitted = true
 	j.mu.Unlock()
 	t.job = j
@@ -317,8 +347,8 @@ func (rt *Runtime) jobForSubmit(t *Task) (*job, error) {
 	if !h.finished {
 		return nil, fmt.Errorf("%w: task %q is already submitted", ErrInvalidTask, t.TaskName())
 	}
-	if h.next != nil {
-		return h.next, nil
+	if x := h.ext.Load(); x != nil && x.next != nil {
+		return x.next, nil
 	}
 	j := rt.newJob()
 	j.task = t
@@ -391,7 +421,6 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 				return fmt.Errorf("%w: task %q: %v", ErrInvalidTask, name, err)
 			}
 		}
-		j.nodes = t.Nodes
 	} else {
 		if len(t.Handles) != n {
 			return fmt.Errorf("%w: task %q: codelet %q takes %d buffers, task gives %d handles", ErrInvalidTask, name, cl.Name, n, len(t.Handles))
@@ -403,7 +432,6 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 			return fmt.Errorf("%w: task %q: Nodes is for codelets with VariableBuffers; codelet %q gives Codelet.Nodes", ErrInvalidTask, name, cl.Name)
 		}
 		j.modes = cl.Modes
-		j.nodes = cl.Nodes
 	}
 	for i, h := range t.Handles {
 		if h == nil {
@@ -441,7 +469,7 @@ func (rt *Runtime) placeTask(t *Task, j *job, name string) error {
 		return fmt.Errorf("%w: task %q: Where %s leaves no architecture for codelet %q, which runs on %s", ErrNoWorker, name, describeWhere(t.Where), cl.Name, describeWhere(info.archMask))
 	}
 	if cl.CanExecute != nil {
-		j.implMask = make([]uint8, len(info.implMask))
+		implMask := make([]uint8, len(info.implMask))
 		j.archMask = 0
 		for d, drv := range rt.drivers {
 			bit := driver.ArchBit(drv.fp.Arch)
@@ -451,21 +479,21 @@ func (rt *Runtime) placeTask(t *Task, j *job, name string) error {
 			for m := info.implMask[d]; m != 0; m &= m - 1 {
 				i := bits.TrailingZeros8(m)
 				if cl.CanExecute(drv.fp.Arch, t, i) {
-					j.implMask[d] |= 1 << i
+					implMask[d] |= 1 << i
 					j.archMask |= bit
 				}
 			}
 		}
+		j.mu.Lock()
+		j.x().implMask = implMask
+		j.mu.Unlock()
 		if j.archMask == 0 {
 			return fmt.Errorf("%w: task %q: CanExecute of codelet %q accepts no implementation on %s", ErrNoWorker, name, cl.Name, describeWhere(info.archMask))
 		}
 	}
 	if t.ExecuteOnWorker {
 		w := rt.workers[t.Worker]
-		mask := info.implMask[w.driverIdx]
-		if j.implMask != nil {
-			mask = j.implMask[w.driverIdx]
-		}
+		mask := j.implMaskOf(w.driverIdx)
 		if mask == 0 || j.archMask&driver.ArchBit(w.drv.fp.Arch) == 0 {
 			return fmt.Errorf("%w: task %q must run on worker %d (%s), which cannot run codelet %q", ErrNoWorker, name, t.Worker, w.drv.fp.Arch, cl.Name)
 		}
@@ -675,11 +703,11 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 		j := c.j
 		j.mu.Lock()
 		if c.endDep {
-			j.endDeps--
+			j.ext.Load().endDeps--
 		} else {
 			j.executed = true
 		}
-		if !j.executed || j.endDeps > 0 {
+		if !j.executed || j.endDeps() > 0 {
 			if j.executed {
 				j.status.Store(uint32(StatusStopped))
 			}
@@ -690,8 +718,13 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 		if j.task != nil {
 			j.status.Store(uint32(StatusFinished))
 		}
-		succs, tsuccs, esuccs := j.succs, j.tsuccs, j.esuccs
-		j.succs, j.tsuccs, j.esuccs = nil, nil, nil
+		succs := j.succs
+		j.succs = nil
+		var tsuccs, esuccs []*job
+		if x := j.ext.Load(); x != nil {
+			tsuccs, esuccs = x.tsuccs, x.esuccs
+			x.tsuccs, x.esuccs = nil, nil
+		}
 		j.mu.Unlock()
 		if j.task != nil && j.cl != nil && !j.nowhere && j.err == nil {
 			rt.noteWrites(j)
@@ -775,28 +808,32 @@ func (rt *Runtime) regenerate(old *job) bool {
 	}
 	h := old.headJob()
 	h.mu.Lock()
-	j := h.next
-	h.next = nil
+	var j *job
+	if x := h.ext.Load(); x != nil {
+		j, x.next = x.next, nil
+	}
 	h.mu.Unlock()
 	if j == nil {
 		j = rt.newJob()
 		j.task = t
 	}
-	j.head = h
+	j.mu.Lock()
+	j.x().head = h
+	j.mu.Unlock()
 	if err := rt.checkTask(t, j); err != nil {
 		if old.err == nil {
 			old.err = fmt.Errorf("regenerate task %q: %w", t.TaskName(), err)
 		}
 		return false
 	}
-	if rt.profiling.Load() {
-		j.submitNs = wire.Now()
-	}
 	j.mu.Lock()
+	if rt.profiling.Load() {
+		j.x().submitNs = wire.Now()
+	}
 	j.submitted = true
 	j.mu.Unlock()
 	h.mu.Lock()
-	h.cur = j
+	h.x().cur = j
 	h.mu.Unlock()
 	rt.enqueue(t, j)
 	return true

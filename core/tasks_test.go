@@ -849,9 +849,8 @@ func TestWaitFunctions(t *testing.T) {
 // show a running task, one maps its TaskID back to its task.
 func TestStatusRunningAndCurrentTask(t *testing.T) {
 	gate := make(chan struct{})
-	// The kernel runs on a driver goroutine that learns of tasks through
-	// shared memory, which the race detector cannot follow: hand it the
-	// runtime through an atomic.
+	// The kernel runs on a driver goroutine, which learns of rt only
+	// through shared memory: publish it atomically.
 	var rtp atomic.Pointer[core.Runtime]
 	var mu sync.Mutex
 	seen := map[uint64]*core.Task{}

@@ -25,8 +25,12 @@ type traceEvent struct {
 }
 
 func (t *tracer) add(worker int, j *job, start, end int64, failed bool) {
+	e := traceEvent{worker: worker, name: j.name(), start: start, end: end, failed: failed}
+	if x := j.ext.Load(); x != nil {
+		e.iter, e.niter = x.iter, x.niter
+	}
 	t.mu.Lock()
-	t.events = append(t.events, traceEvent{worker: worker, name: j.name(), start: start, end: end, failed: failed, iter: j.iter, niter: j.niter})
+	t.events = append(t.events, e)
 	t.mu.Unlock()
 }
 
