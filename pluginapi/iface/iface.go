@@ -102,6 +102,20 @@ func (d *Description) Check() error {
 	return nil
 }
 
+// CheckParts verifies that an application gave one part per Buffers entry,
+// of the described size: the core registers a datum only then.
+func (d *Description) CheckParts(sizes []uint64) error {
+	if len(sizes) != len(d.Buffers) {
+		return fmt.Errorf("interface %q: got %d parts, the metadata describes %d", d.Name, len(sizes), len(d.Buffers))
+	}
+	for i, n := range sizes {
+		if n != d.Buffers[i] {
+			return fmt.Errorf("interface %q: part %d has %d bytes, the metadata says %d", d.Name, i, n, d.Buffers[i])
+		}
+	}
+	return nil
+}
+
 // Range is one contiguous range of a copy plan: bytes [Offset, Offset+Len) of
 // part Buffer, copied to the same place on the other node.
 type Range struct {
