@@ -33,6 +33,20 @@ const Name = "csr"
 // rows, split as RowBlock says.
 const RowsFilter = "rows"
 
+// The CPU driver's CSR kernels (plugins/driver-cpu/kernels), named here so
+// that applications build tasks for them without linking the driver.
+//
+// SpmvF32 and SpmvF64: y = A*x. Buffers: [CSR A R, vector x_0 R, ...,
+// vector x_k-1 R, vector y W], k >= 1, elements of the kernel's type; x is
+// the concatenation of the x_i (so x can be a vector split into blocks) and
+// has as many elements as A has columns; y has A's nrow elements. A may be
+// a row block from the rows filter: y is then the matching block of the
+// product. No argument.
+const (
+	SpmvF32 = "spmv_csr_f32"
+	SpmvF64 = "spmv_csr_f64"
+)
+
 // MetaSize is the length of the metadata encoding.
 const MetaSize = 16
 
