@@ -115,16 +115,22 @@ func TestSpmvErrors(t *testing.T) {
 	}{
 		{"count", func() []kernel.Buffer { return []kernel.Buffer{a(), vecBuffer(y, kernel.W)} },
 			"spmv_csr_f64: got 2 buffers, want a CSR matrix, one or more x vectors and y"},
-		{"not csr", func() []kernel.Buffer { return []kernel.Buffer{vecBuffer(x, kernel.R), vecBuffer(x, kernel.R), vecBuffer(y, kernel.W)} },
+		{"not csr", func() []kernel.Buffer {
+			return []kernel.Buffer{vecBuffer(x, kernel.R), vecBuffer(x, kernel.R), vecBuffer(y, kernel.W)}
+		},
 			"spmv_csr_f64: buffer 0 (A): buffer is a vector, not a CSR matrix"},
 		{"f32 matrix", func() []kernel.Buffer {
 			return []kernel.Buffer{csrBuffer([]float32{1, 2, 3}, ci, rp, 0), vecBuffer(x, kernel.R), vecBuffer(y, kernel.W)}
 		}, "CSR matrix has 4-byte elements, want 8"},
 		{"y mode", func() []kernel.Buffer { return []kernel.Buffer{a(), vecBuffer(x, kernel.R), vecBuffer(y, kernel.R)} },
 			"buffer 2 (y) is accessed R but the kernel writes it"},
-		{"y length", func() []kernel.Buffer { return []kernel.Buffer{a(), vecBuffer(x, kernel.R), vecBuffer(y[:1], kernel.W)} },
+		{"y length", func() []kernel.Buffer {
+			return []kernel.Buffer{a(), vecBuffer(x, kernel.R), vecBuffer(y[:1], kernel.W)}
+		},
 			"y has 1 elements but A has 2 rows"},
-		{"x short", func() []kernel.Buffer { return []kernel.Buffer{a(), vecBuffer(x[:1], kernel.R), vecBuffer(y, kernel.W)} },
+		{"x short", func() []kernel.Buffer {
+			return []kernel.Buffer{a(), vecBuffer(x[:1], kernel.R), vecBuffer(y, kernel.W)}
+		},
 			"colind[1] = 1 but x has 1 elements"},
 		{"x block type", func() []kernel.Buffer {
 			return []kernel.Buffer{a(), vecBuffer(x[:1], kernel.R), vecBuffer([]float32{1}, kernel.R), vecBuffer(y, kernel.W)}
