@@ -4,7 +4,7 @@
 // of its copy plan, so they never learn the format.
 //
 // On every memory node a datum of a plugin interface lives in ONE region
-// holding its parts one after another, part i at PartOffsets(sizes)[i]. The
+// holding its parts one after another, placed by PartOffsets. The
 // core allocates regions and copies ranges; a kernel receives the region's
 // base and the interface's kernel.Layout, from which the interface's
 // accessor package finds the parts again (see docs/design/interfaces.md).
@@ -27,25 +27,23 @@ const PartAlign = 64
 const MaxRegion = 1 << 56
 
 // PartOffsets places parts of the given sizes in one region: part i starts at
-// PartOffsets(sizes)[i], a multiple of PartAlign, after part i-1 ends; the
-// last entry, PartOffsets(sizes)[len(sizes)], is the region's length (the end
-// of the last part). The core, the interfaces and their accessor packages all
-// use it, so they agree on where parts are. Sizes whose region would pass
-// MaxRegion are the caller's error; Description.Check rejects them first.
-func PartOffsets(sizes []uint64) []uint64 {
-	offs := make([]uint64, len(sizes)+1)
-	var end uint64
+// offsets[i], a multiple of PartAlign, after part i-1 ends; total is the
+// region's length (the end of the last part). The core, the interfaces and
+// their accessor packages all use it, so they agree on where parts are.
+// Sizes whose region would pass MaxRegion are the caller's error;
+// Description.Check rejects them first.
+func PartOffsets(sizes []uint64) (offsets []uint64, total uint64) {
+	offsets = make([]uint64, len(sizes))
 	for i, s := range sizes {
-		offs[i] = alignUp(end)
-		end = offs[i] + s
+		offsets[i] = alignUp(total)
+		total = offsets[i] + s
 	}
-	offs[len(sizes)] = end
-	return offs
+	return offsets, total
 }
 
 // RegionLen is the length of the region holding parts of the given sizes,
-// PartOffsets(sizes)[len(sizes)], computed without allocating; it fails when
-// the region would pass MaxRegion.
+// PartOffsets' total, computed without allocating; it fails when the region
+// would pass MaxRegion.
 func RegionLen(sizes []uint64) (uint64, error) {
 	var end uint64
 	for i, s := range sizes {
@@ -78,9 +76,8 @@ type Description struct {
 	AllocFootprint uint32
 	// Layout is what kernels learn about the datum: the interface encodes
 	// its shape in ElemSize, NX, NY, NZ and LDZ as its accessor package
-	// documents, and sets LD to the region's length,
-	// PartOffsets(Buffers)[len(Buffers)], which is the Len of a plugin
-	// interface's layout. Interface is left zero: the core sets it to the
+	// documents, and sets LD to the region's length (PartOffsets' total
+	// over Buffers), which is the Len of a plugin interface's layout. Interface is left zero: the core sets it to the
 	// ID it assigned the interface.
 	Layout kernel.Layout
 }

@@ -18,9 +18,9 @@ func TestPartOffsets(t *testing.T) {
 		{[]uint64{0, 0}, []uint64{0, 0, 0}},
 		{[]uint64{64, 64}, []uint64{0, 64, 128}},
 	} {
-		got := PartOffsets(c.sizes)
-		if !reflect.DeepEqual(got, c.want) {
-			t.Errorf("PartOffsets(%v) = %v, want %v", c.sizes, got, c.want)
+		got, total := PartOffsets(c.sizes)
+		if !reflect.DeepEqual(append(got, total), c.want) {
+			t.Errorf("PartOffsets(%v) = %v, %d; want %v", c.sizes, got, total, c.want)
 		}
 		if n, err := RegionLen(c.sizes); err != nil || n != c.want[len(c.sizes)] {
 			t.Errorf("RegionLen(%v) = %d, %v; want %d", c.sizes, n, err, c.want[len(c.sizes)])

@@ -100,8 +100,8 @@ type Region struct {
 // Place allocates a region for parts of the given sizes.
 func Place(t testing.TB, a *shm.Arena, sizes []uint64) Region {
 	t.Helper()
-	offs := iface.PartOffsets(sizes)
-	s, err := a.Alloc(offs[len(sizes)])
+	offs, total := iface.PartOffsets(sizes)
+	s, err := a.Alloc(total)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ func csrBuffer[T float](nz []T, ci, rp []uint32, fe uint32) kernel.Buffer {
 	}
 	l := m.Layout()
 	l.Interface = kernel.FirstPluginInterface + 1
-	offs := iface.PartOffsets(m.PartSizes())
-	region := bytesOf(make([]float64, (offs[csr.NumParts]+7)/8))[:offs[csr.NumParts]]
+	offs, total := iface.PartOffsets(m.PartSizes())
+	region := bytesOf(make([]float64, (total+7)/8))[:total]
 	for i, p := range parts {
 		copy(region[offs[i]:], p)
 	}

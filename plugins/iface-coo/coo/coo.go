@@ -78,8 +78,8 @@ func (m Meta) PartSizes() []uint64 {
 // Layout is what a kernel learns: ElemSize = elemsize, NX = nnz, NY = nx,
 // NZ = ny, LD = the region's length, LDZ = LayoutTag.
 func (m Meta) Layout() kernel.Layout {
-	return kernel.Layout{ElemSize: m.ElemSize, NX: uint64(m.NNZ), NY: uint64(m.NX), NZ: uint64(m.NY),
-		LD: iface.PartOffsets(m.PartSizes())[NumParts], LDZ: LayoutTag}
+	_, n := iface.PartOffsets(m.PartSizes())
+	return kernel.Layout{ElemSize: m.ElemSize, NX: uint64(m.NNZ), NY: uint64(m.NX), NZ: uint64(m.NY), LD: n, LDZ: LayoutTag}
 }
 
 // String renders the shape for people.
@@ -142,9 +142,9 @@ func View[T float32 | float64](buf *kernel.Buffer) (Matrix[T], error) {
 	}
 	m := Meta{NNZ: uint32(buf.NX), NX: uint32(buf.NY), NY: uint32(buf.NZ), ElemSize: buf.ElemSize}
 	sizes := m.PartSizes()
-	offs := iface.PartOffsets(sizes)
-	if buf.LD != offs[NumParts] || uint64(len(buf.Bytes)) < offs[NumParts] {
-		return Matrix[T]{}, fmt.Errorf("%v needs a region of %d bytes, the buffer has LD %d and %d bytes", m, offs[NumParts], buf.LD, len(buf.Bytes))
+	offs, n := iface.PartOffsets(sizes)
+	if buf.LD != n || uint64(len(buf.Bytes)) < n {
+		return Matrix[T]{}, fmt.Errorf("%v needs a region of %d bytes, the buffer has LD %d and %d bytes", m, n, buf.LD, len(buf.Bytes))
 	}
 	if len(buf.Bytes) > 0 && uintptr(unsafe.Pointer(&buf.Bytes[0]))%8 != 0 {
 		return Matrix[T]{}, fmt.Errorf("COO region is not 8-byte aligned")

@@ -57,9 +57,9 @@ func TestValidateAndParts(t *testing.T) {
 
 func TestView(t *testing.T) {
 	m, parts, _ := Parts([]uint32{0, 1}, []uint32{1, 0}, []float64{5, 6}, 2, 2)
-	offs := iface.PartOffsets(m.PartSizes())
+	offs, n := iface.PartOffsets(m.PartSizes())
 	words := make([]uint64, 32)
-	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 256)[:offs[NumParts]]
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 256)[:n]
 	for i, p := range parts {
 		copy(b[offs[i]:], p)
 	}

@@ -121,10 +121,9 @@ func (m Meta) PartSizes() []uint64 {
 // NX = nnz, NY = nrow, NZ = firstentry, LD = the region's length, LDZ =
 // LayoutTag; Interface is the core's.
 func (m Meta) Layout() kernel.Layout {
-	sizes := m.PartSizes()
+	_, n := iface.PartOffsets(m.PartSizes())
 	return kernel.Layout{
-		ElemSize: m.ElemSize, NX: uint64(m.NNZ), NY: uint64(m.NRow), NZ: uint64(m.FirstEntry),
-		LD: iface.PartOffsets(sizes)[NumParts], LDZ: LayoutTag,
+		ElemSize: m.ElemSize, NX: uint64(m.NNZ), NY: uint64(m.NRow), NZ: uint64(m.FirstEntry), LD: n, LDZ: LayoutTag,
 	}
 }
 
@@ -253,9 +252,9 @@ func View[T Float](buf *kernel.Buffer) (Matrix[T], error) {
 	}
 	m := Meta{NNZ: uint32(buf.NX), NRow: uint32(buf.NY), FirstEntry: uint32(buf.NZ), ElemSize: buf.ElemSize}
 	sizes := m.PartSizes()
-	offs := iface.PartOffsets(sizes)
-	if buf.LD != offs[NumParts] || uint64(len(buf.Bytes)) < offs[NumParts] {
-		return Matrix[T]{}, fmt.Errorf("%v needs a region of %d bytes, the buffer has LD %d and %d bytes", m, offs[NumParts], buf.LD, len(buf.Bytes))
+	offs, n := iface.PartOffsets(sizes)
+	if buf.LD != n || uint64(len(buf.Bytes)) < n {
+		return Matrix[T]{}, fmt.Errorf("%v needs a region of %d bytes, the buffer has LD %d and %d bytes", m, n, buf.LD, len(buf.Bytes))
 	}
 	if len(buf.Bytes) > 0 && uintptr(unsafe.Pointer(&buf.Bytes[0]))%8 != 0 {
 		return Matrix[T]{}, fmt.Errorf("CSR region is not 8-byte aligned")

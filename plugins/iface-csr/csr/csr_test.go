@@ -126,9 +126,9 @@ func region(parts [][]byte) []byte {
 	for i, p := range parts {
 		sizes[i] = uint64(len(p))
 	}
-	offs := iface.PartOffsets(sizes)
-	words := make([]uint64, (offs[len(parts)]+7)/8)
-	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)[:offs[len(parts)]]
+	offs, n := iface.PartOffsets(sizes)
+	words := make([]uint64, (n+7)/8)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)[:n]
 	for i, p := range parts {
 		copy(b[offs[i]:], p)
 	}
