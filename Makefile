@@ -3,12 +3,12 @@
 
 GO ?= go
 BIN := bin
-PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/iface-csr $(BIN)/plugins/iface-coo
+PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driver-opencl $(BIN)/plugins/iface-csr $(BIN)/plugins/iface-coo
 # Packages whose tests run under the race detector: the runtime and the
 # contracts. The plugins' and tools' tests run without it (cgo BLAS under
 # -race is slow and has no shared state to check).
 RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/...
-PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./cmd/... ./examples/...
+PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./cmd/... ./examples/...
 
 .PHONY: all build demo test setup bench
 all: build
@@ -17,6 +17,7 @@ build:
 	$(GO) build -o $(BIN)/starpu ./cmd/starpu
 	$(GO) build -o $(BIN)/plugins/driver-cpu ./plugins/driver-cpu
 	$(GO) build -o $(BIN)/plugins/sched-ws ./plugins/sched-ws
+	$(GO) build -o $(BIN)/plugins/driver-opencl ./plugins/driver-opencl
 	$(GO) build -o $(BIN)/plugins/iface-csr ./plugins/iface-csr
 	$(GO) build -o $(BIN)/plugins/iface-coo ./plugins/iface-coo
 

@@ -10,6 +10,7 @@ import (
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/shm"
+	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
 // Elem is an element type a handle can hold.
@@ -27,12 +28,23 @@ type Elem interface {
 type Handle struct {
 	rt     *Runtime
 	id     uint64
-	layout kernel.Layout
-	span   base.Span // the RAM-node replicate
-	owned  bool      // span was allocated for this handle
+	layout kernel.Layout // on the RAM node
+	span   base.Span     // the RAM-node replicate
+	owned  bool          // span was allocated for this handle
+	// size is the bytes of a replicate; for plugin interfaces the region
+	// holding the parts, whose copy plan is plan.
+	size  uint64
+	iface *ifaceData
+	plan  []wire.CopyRange
 
-	// home is the application's memory when it is not in the arena.
-	home []byte
+	// home is the application's memory when it is not in the arena: the
+	// parts of the region it backs.
+	home []homePart
+
+	// reps has one replicate per memory node when there are several (see
+	// coherency.go); validMask mirrors which are valid for other goroutines.
+	reps      []replicate
+	validMask atomic.Uint64
 
 	mu        sync.Mutex
 	homeValid bool
@@ -91,15 +103,22 @@ func pruneReleased(js []*job) []*job {
 	return out
 }
 
+// homePart is a piece of application memory backing bytes [off,
+// off+len(mem)) of a handle's RAM replicate.
+type homePart struct {
+	off uint64
+	mem []byte
+}
+
 func (rt *Runtime) register(l kernel.Layout, data unsafe.Pointer, nbytes uint64) (*Handle, error) {
 	if err := rt.usable(); err != nil {
 		return nil, err
 	}
-	h := &Handle{rt: rt, id: rt.nextHandle.Add(1), layout: l, homeValid: true}
 	need := l.Len()
 	if nbytes < need {
 		return nil, fmt.Errorf("%w: %s needs %d bytes, the buffer has %d", ErrInvalidData, l.Interface, need, nbytes)
 	}
+	h := rt.newHandle(l, need)
 	if data != nil && need > 0 {
 		if off, ok := arenaOffset(rt.arena, data); ok {
 			h.span = base.Span{Offset: off, Size: need}
@@ -109,14 +128,47 @@ func (rt *Runtime) register(l kernel.Layout, data unsafe.Pointer, nbytes uint64)
 				return nil, fmt.Errorf("register %s: %w", l.Interface, err)
 			}
 			h.span, h.owned = s, true
-			h.home = unsafe.Slice((*byte)(data), need)
-			copy(rt.arena.Bytes(s), h.home)
+			h.home = []homePart{{0, unsafe.Slice((*byte)(data), need)}}
+			h.copyHomeIn()
 		}
 	}
+	rt.track(h)
+	return h, nil
+}
+
+func (rt *Runtime) newHandle(l kernel.Layout, size uint64) *Handle {
+	h := &Handle{rt: rt, id: rt.nextHandle.Add(1), layout: l, size: size, homeValid: true}
+	if rt.multiNode {
+		h.reps = make([]replicate, len(rt.nodes))
+		for i := range h.reps {
+			h.reps[i].h, h.reps[i].node = h, i
+		}
+		h.reps[0].allocated, h.reps[0].state = true, owner
+		h.publishValid()
+	}
+	return h
+}
+
+func (rt *Runtime) track(h *Handle) {
 	rt.handlesMu.Lock()
 	rt.handles[h] = struct{}{}
 	rt.handlesMu.Unlock()
-	return h, nil
+}
+
+// copyHomeIn and copyHomeOut move data between the application's memory
+// and the RAM replicate.
+func (h *Handle) copyHomeIn() {
+	b := h.rt.arena.Bytes(h.span)
+	for _, p := range h.home {
+		copy(b[p.off:], p.mem)
+	}
+}
+
+func (h *Handle) copyHomeOut() {
+	b := h.rt.arena.Bytes(h.span)
+	for _, p := range h.home {
+		copy(p.mem, b[p.off:])
+	}
 }
 
 // arenaOffset tells whether p points into the arena's heap, and where.
@@ -247,9 +299,13 @@ func (h *Handle) Acquire(m Mode) error {
 	}
 	a := h.acquireAsync(m)
 	<-a.granted
+	if err := h.fetchTo(0, m); err != nil {
+		h.rt.complete(a.job, -1, nil)
+		return fmt.Errorf("acquire %s: bring data to RAM: %w", h, err)
+	}
 	h.mu.Lock()
 	if h.home != nil && !h.homeValid {
-		copy(h.home, h.rt.arena.Bytes(h.span))
+		h.copyHomeOut()
 		h.homeValid = true
 	}
 	h.held = append(h.held, a)
@@ -279,7 +335,7 @@ func (h *Handle) Release() error {
 	a := h.held[0]
 	h.held = h.held[1:]
 	if a.mode&W != 0 && h.home != nil {
-		copy(h.rt.arena.Bytes(h.span), h.home)
+		h.copyHomeIn()
 	}
 	h.mu.Unlock()
 	h.rt.complete(a.job, -1, nil)
@@ -309,6 +365,7 @@ func (h *Handle) Unregister() error {
 	a := h.held[0]
 	h.held = nil
 	h.mu.Unlock()
+	h.dropReplicates()
 	h.rt.complete(a.job, -1, nil)
 	return h.rt.forget(h)
 }
@@ -340,10 +397,14 @@ func (rt *Runtime) unregisterAll() error {
 	rt.handlesMu.Unlock()
 	var errs []error
 	for _, h := range hs {
+		if err := h.fetchTo(0, R); err != nil {
+			errs = append(errs, fmt.Errorf("write back %s: %w", h, err))
+		}
+		h.dropReplicates()
 		h.mu.Lock()
 		h.held = nil
 		if h.home != nil && !h.homeValid {
-			copy(h.home, rt.arena.Bytes(h.span))
+			h.copyHomeOut()
 			h.homeValid = true
 		}
 		h.mu.Unlock()

@@ -56,6 +56,10 @@ type workerState struct {
 	bell       *shm.Bell
 	mustRing   bool   // the engine posted tasks since it last rang the bell
 	overflow   []*job // assigned tasks waiting for room in the dispatch ring
+	// node is the memory node the worker computes on; ctlOverflow holds
+	// device-memory messages waiting for room in the dispatch ring.
+	node        int
+	ctlOverflow []ctlMsg
 }
 
 // engine moves tasks between the core, the scheduler and the workers: the
@@ -74,6 +78,17 @@ type engine struct {
 	jobsMu sync.Mutex
 	jobs   map[uint64]*job // pushed to the scheduler, not yet completed
 
+	// Data transfers and allocations in flight, by completion ID; device
+	// buffer numbering; a clock for least-recently-used eviction. Engine
+	// goroutine only.
+	xfers   map[uint64]*xfer
+	nextBuf uint64
+	clock   uint64
+	// Work other goroutines hand the engine (see call).
+	callMu sync.Mutex
+	calls  []func()
+	ncalls atomic.Int32
+
 	spin      int
 	started   bool
 	stopping  atomic.Bool
@@ -82,7 +97,7 @@ type engine struct {
 }
 
 func newEngine(rt *Runtime) (*engine, error) {
-	e := &engine{rt: rt, jobs: map[uint64]*job{}, spin: rt.cfg.SpinIters, done: make(chan struct{})}
+	e := &engine{rt: rt, jobs: map[uint64]*job{}, xfers: map[uint64]*xfer{}, spin: rt.cfg.SpinIters, done: make(chan struct{})}
 	var err error
 	if e.events, e.schedRings.Events, err = carveRing(rt.arena, eventsRingCap); err != nil {
 		return nil, fmt.Errorf("scheduler events ring: %w", err)
@@ -214,7 +229,7 @@ func (e *engine) lookup(id uint64) *job {
 }
 
 func (e *engine) hasWork() bool {
-	if !e.decisions.Empty() || e.stopping.Load() {
+	if !e.decisions.Empty() || e.stopping.Load() || e.ncalls.Load() > 0 {
 		return true
 	}
 	for _, w := range e.rt.workers {
@@ -231,6 +246,7 @@ func (e *engine) loop() {
 	defer close(e.done)
 	for !e.stopping.Load() {
 		e.coreBell.Wait(e.hasWork, e.spin, livenessCheckEvery)
+		e.runCalls()
 		e.drainDecisions()
 		e.drainCompletions()
 		e.flushOverflow()
@@ -277,6 +293,11 @@ func (e *engine) dispatch(wid int, id uint64) {
 	}
 	w := e.rt.workers[wid]
 	j.worker = int32(wid)
+	e.enqueue(w, j)
+}
+
+// enqueue posts j to w, behind the tasks already waiting for room.
+func (e *engine) enqueue(w *workerState, j *job) {
 	if len(w.overflow) > 0 || !e.post(w, j) {
 		w.overflow = append(w.overflow, j)
 	}
@@ -296,6 +317,16 @@ func (e *engine) post(w *workerState, j *job) bool {
 		return true
 	}
 	t := j.task
+	if e.rt.multiNode {
+		ready, err := e.prepare(j, w)
+		if err != nil {
+			e.fail(j, w.id, fmt.Errorf("task %q on worker %d: %w", j.name(), w.id, err))
+			return true
+		}
+		if !ready {
+			return true // posted again once its data is in place
+		}
+	}
 	b := w.dispatch.Reserve(wire.ExecSize(len(t.Handles), len(t.Arg)))
 	if b == nil {
 		return false
@@ -303,7 +334,11 @@ func (e *engine) post(w *workerState, j *job) bool {
 	wire.PutExecHeader(b, j.id, uint32(k), len(t.Handles), len(t.Arg))
 	p := b[wire.ExecHeaderSize:]
 	for i, h := range t.Handles {
-		wire.EncodeBuffer(p, &wire.BufferDesc{Offset: h.span.Offset, Mode: j.modes[i], Layout: h.layout})
+		d := wire.BufferDesc{Offset: h.span.Offset, Mode: j.modes[i], Layout: h.layout}
+		if w.node != 0 {
+			d.Node, d.Offset, d.Layout = uint8(e.rt.nodes[w.node].local), h.reps[w.node].buf, h.nodeLayout(w.node)
+		}
+		wire.EncodeBuffer(p, &d)
 		p = p[wire.BufferDescSize:]
 	}
 	copy(p, t.Arg)
@@ -315,6 +350,9 @@ func (e *engine) post(w *workerState, j *job) bool {
 // flushOverflow posts the tasks that found a worker's ring full.
 func (e *engine) flushOverflow() {
 	for _, w := range e.rt.workers {
+		if len(w.ctlOverflow) > 0 {
+			e.flushCtl(w)
+		}
 		n := 0
 		for n < len(w.overflow) && e.post(w, w.overflow[n]) {
 			n++
@@ -330,6 +368,7 @@ func (e *engine) flushOverflow() {
 // worker's slot to the scheduler.
 func (e *engine) fail(j *job, wid int, err error) {
 	e.untrack(j.id)
+	e.dropData(j, false)
 	e.sendDone(wid, j.id, 0)
 	e.rt.complete(j, -1, err)
 }
@@ -358,6 +397,16 @@ func (e *engine) drainCompletions() {
 				w.completion.Release()
 				continue
 			}
+			if x := e.xfers[c.ID]; x != nil {
+				var err error
+				if c.Failed {
+					err = fmt.Errorf("worker %d (%s): %s", w.id, w.drv.fp.Arch, c.Err)
+				}
+				w.completion.Release()
+				delete(e.xfers, c.ID)
+				e.finishXfer(x, err)
+				continue
+			}
 			var err error
 			j := e.untrack(c.ID)
 			if j != nil && c.Failed {
@@ -372,6 +421,7 @@ func (e *engine) drainCompletions() {
 			if e.rt.trace != nil {
 				e.rt.trace.add(w.id, j.name(), c.StartNs, c.EndNs, err != nil)
 			}
+			e.dropData(j, err == nil)
 			e.sendDone(w.id, j.id, c.EndNs-c.StartNs)
 			e.rt.complete(j, int32(w.id), err)
 		}

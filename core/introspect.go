@@ -24,7 +24,7 @@ type WorkerInfo struct {
 func (rt *Runtime) Workers() []WorkerInfo {
 	out := make([]WorkerInfo, 0, len(rt.workers))
 	for _, w := range rt.workers {
-		wi := WorkerInfo{ID: w.id, Arch: w.drv.fp.Arch, Unit: w.drv.fp.Units[w.spec.Unit].Name, Node: 0, Driver: w.drv.name}
+		wi := WorkerInfo{ID: w.id, Arch: w.drv.fp.Arch, Unit: w.drv.fp.Units[w.spec.Unit].Name, Node: w.node, Driver: w.drv.name}
 		if w.drv.proc != nil {
 			wi.Pid = w.drv.proc.Pid()
 		}
@@ -44,12 +44,36 @@ type MemoryNodeInfo struct {
 func (rt *Runtime) MemoryNodes() []MemoryNodeInfo {
 	used, free := rt.arena.HeapStats()
 	nodes := []MemoryNodeInfo{{ID: 0, Kind: "RAM", Description: fmt.Sprintf("shared-memory arena (memfd), %d MiB reserved, %d MiB in use, %d MiB free", rt.arena.Size()>>20, used>>20, free>>20)}}
-	for _, d := range rt.drivers {
-		for _, n := range d.fp.Nodes {
-			nodes = append(nodes, MemoryNodeInfo{ID: len(nodes), Kind: string(d.fp.Arch), Description: fmt.Sprintf("%s, %d MiB (driver-%s)", n.Name, n.Bytes>>20, d.name)})
+	for _, n := range rt.nodes[1:] {
+		desc := fmt.Sprintf("%s, %d MiB (driver-%s)", n.drv.fp.Nodes[n.local-1].Name, n.capacity>>20, n.drv.name)
+		if n.worker == nil {
+			desc += ", no worker: unused"
 		}
+		nodes = append(nodes, MemoryNodeInfo{ID: n.id, Kind: n.name, Description: desc})
 	}
 	return nodes
+}
+
+// DriverNote is what a loaded driver that found no device says about why.
+type DriverNote struct {
+	Driver string
+	Note   string
+}
+
+// DriverNotes lists the loaded drivers that run no worker, with the reason
+// each gives (no platform, devices of a kind not enabled, ...).
+func (rt *Runtime) DriverNotes() []DriverNote {
+	var out []DriverNote
+	for _, d := range rt.drivers {
+		if len(d.workers) == 0 {
+			note := d.fp.Note
+			if note == "" {
+				note = "no device found"
+			}
+			out = append(out, DriverNote{Driver: "driver-" + d.name, Note: note})
+		}
+	}
+	return out
 }
 
 // SchedName is the scheduling policy in use.

@@ -54,9 +54,13 @@ type Runtime struct {
 
 	drivers []*driverInst
 	workers []*workerState
-	sched   sched.Scheduler
-	schedP  *loader.Plugin
-	engine  *engine
+	// nodes are the memory nodes, RAM first; multiNode is set when there
+	// is more than RAM, and the data layer runs its coherency protocol.
+	nodes     []*memNode
+	multiNode bool
+	sched     sched.Scheduler
+	schedP    *loader.Plugin
+	engine    *engine
 
 	codelets    sync.Map // *Codelet -> *codeletInfo
 	clMu        sync.Mutex
@@ -78,6 +82,10 @@ type Runtime struct {
 	handlesMu sync.Mutex
 	handles   map[*Handle]struct{}
 
+	// Data interface plugins, started on first use.
+	ifaceMu sync.Mutex
+	ifaces  []*ifaceInst
+
 	broken   atomic.Pointer[error]
 	shutdown atomic.Bool
 	trace    *tracer
@@ -92,6 +100,7 @@ type driverInst struct {
 	kernelIndex map[string]int
 	workers     []*workerState
 	dead        atomic.Bool
+	nodeBase    int // runtime number of the driver's node 1
 }
 
 // Init starts a runtime: it loads the configuration, creates the
@@ -370,9 +379,12 @@ func (rt *Runtime) start(ctx context.Context) error {
 	if len(rt.workers) == 0 {
 		return errors.New("no worker: every driver is disabled or found no device")
 	}
+	if err := rt.setupNodes(); err != nil {
+		return err
+	}
 	var ws []sched.Worker
 	for _, w := range rt.workers {
-		ws = append(ws, sched.Worker{ID: w.id, Arch: w.drv.fp.Arch, Node: 0})
+		ws = append(ws, sched.Worker{ID: w.id, Arch: w.drv.fp.Arch, Node: w.node})
 	}
 	if err := rt.sched.Init(ctx, &sched.InitRequest{Workers: ws, Rings: e.schedRings,
 		QueueDepth: rt.cfg.QueueDepth, MaxQueueDepth: config.MaxQueueDepth, QueuedWork: queuedWork, SpinIters: rt.cfg.SpinIters}); err != nil {
@@ -429,6 +441,11 @@ func (rt *Runtime) teardown() error {
 	if rt.schedP != nil {
 		rt.schedP.Kill()
 	}
+	rt.ifaceMu.Lock()
+	for _, in := range rt.ifaces {
+		in.proc.Kill()
+	}
+	rt.ifaceMu.Unlock()
 	for _, d := range rt.drivers {
 		if len(d.workers) > 0 && (d.proc == nil || !d.proc.Exited()) {
 			if err := d.drv.Deinit(ctx); err != nil {

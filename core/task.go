@@ -68,6 +68,15 @@ type job struct {
 	start  int64
 	end    int64
 
+	// Data placement (engine goroutine only, multi-node runtimes): the
+	// node the job runs on, whether it holds references on its replicates
+	// there, and the transfers it waits for before being posted.
+	node         int
+	dataHeld     bool
+	waitWorker   *workerState
+	pendingXfers int
+	xferErr      error
+
 	// acquire is set for a job that stands for an application's acquire.
 	acquire *acquisition
 	tag     *tagState

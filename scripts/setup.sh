@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing the runtime needs, when it is missing:
-# OpenBLAS and LAPACKE for the CPU driver's kernels. With --peers it also
+# OpenBLAS and LAPACKE for the CPU driver's kernels, the OpenCL ICD loader,
+# headers and pocl (a CPU OpenCL device) for the OpenCL driver. With --peers it also
 # installs StarPU 1.3 (Debian) for the side-by-side benchmarks.
 set -euo pipefail
-pkgs=(gcc libopenblas-dev liblapacke-dev)
+pkgs=(gcc libopenblas-dev liblapacke-dev ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo)
 if [[ "${1:-}" == "--peers" ]]; then
   pkgs+=(starpu-examples starpu-tools libstarpu-dev)
 fi

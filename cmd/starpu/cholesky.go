@@ -88,10 +88,16 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, k
 	cpu := func(k string, modes ...core.Mode) *core.Codelet {
 		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes}
 	}
+	// The BLAS 3 kernels also run on OpenCL devices (driver-opencl hosts
+	// them under the same names); the factorisation of diagonal tiles stays
+	// on CPUs, as in StarPU's example.
+	anywhere := func(k string, modes ...core.Mode) *core.Codelet {
+		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k, driver.OpenCL: k}, Modes: modes}
+	}
 	potrf := cpu(ks.potrf, core.RW)
-	trsm := cpu(ks.trsm, core.R, core.RW)
-	syrk := cpu(ks.syrk, core.R, core.RW)
-	gemm := cpu(ks.gemm, core.R, core.R, core.RW)
+	trsm := anywhere(ks.trsm, core.R, core.RW)
+	syrk := anywhere(ks.syrk, core.R, core.RW)
+	gemm := anywhere(ks.gemm, core.R, core.R, core.RW)
 
 	// Lower tiles only, each contiguous in the arena: tile (m, k) holds rows
 	// m*bs.. and columns k*bs.., column-major.

@@ -42,6 +42,9 @@ func machine(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\tdriver-%s\t%d\n", w.ID, w.Arch, w.Unit, w.Node, w.Driver, w.Pid)
 	}
 	tw.Flush()
+	for _, n := range rt.DriverNotes() {
+		fmt.Fprintf(out, "%s: no worker: %s\n", n.Driver, n.Note)
+	}
 	fmt.Fprintln(out)
 	nodes := rt.MemoryNodes()
 	fmt.Fprintf(out, "memory nodes: %d\n", len(nodes))

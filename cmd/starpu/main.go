@@ -1,5 +1,6 @@
 // Command starpu is the runtime's command-line tool: it shows the machine as
-// the runtime sees it, runs the demo workloads and the overhead benchmarks.
+// the runtime sees it, runs the demo workloads and the overhead benchmarks,
+// and shows the performance models.
 package main
 
 import (
@@ -22,6 +23,9 @@ commands:
   run cholesky             tiled Cholesky factorisation, verified by a residual check
   bench overhead           per-task overhead: a dependency chain (StarPU's tasks_overhead),
                            or independent tasks with --independent
+  perfmodel list           performance models stored for this host
+  perfmodel show NAME      a model's history per architecture and its regression
+  perfmodel plot NAME      an SVG of duration against size (-o FILE.svg)
 
 Run "starpu <command> -h" for the flags of a command.
 `
@@ -62,6 +66,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("bench: which benchmark? (overhead)")
 		}
 		return overhead(ctx, args[2:], out)
+	case "perfmodel":
+		return perfmodelCmd(args[1:], out)
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil

@@ -36,7 +36,7 @@ func vectorScal(ctx context.Context, args []string, out io.Writer) error {
 	for i := range x {
 		x[i] = float32(i%1000) + 1
 	}
-	scal := &core.Codelet{Name: "vector_scal", Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF32}, Modes: []core.Mode{core.RW}}
+	scal := &core.Codelet{Name: "vector_scal", Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF32, driver.OpenCL: blasarg.ScalF32}, Modes: []core.Mode{core.RW}}
 	arg := blasarg.ScalArg{Alpha: *factor}.Encode()
 	start := time.Now()
 	var hs []*core.Handle

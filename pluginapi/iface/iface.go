@@ -77,8 +77,9 @@ type Description struct {
 	// Layout is what kernels learn about the datum: the interface encodes
 	// its shape in ElemSize, NX, NY, NZ and LDZ as its accessor package
 	// documents, and sets LD to the region's length (PartOffsets' total
-	// over Buffers), which is the Len of a plugin interface's layout. Interface is left zero: the core sets it to the
-	// ID it assigned the interface.
+	// over Buffers), which is the Len of a plugin interface's layout.
+	// Interface is left zero: the core sets it to the ID it assigned the
+	// interface.
 	Layout kernel.Layout
 }
 

@@ -1,0 +1,339 @@
+package core_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+	"github.com/starpu-go/starpu/pluginapi/wire"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/cpudriver"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/kernels"
+	"github.com/starpu-go/starpu/plugins/sched-ws/ws"
+)
+
+// memDevice is a device driver whose memory node is Go memory: it exercises
+// the core's coherency protocol (allocations, copies, write-backs,
+// eviction) with a second memory node in unit tests. The protocol is also
+// tested on a real OpenCL device in plugins/driver-opencl.
+type memDevice struct {
+	arena    *shm.Arena
+	capacity uint64
+
+	mu     sync.Mutex
+	bufs   map[uint64][]byte
+	copies atomic.Int64
+	stop   atomic.Bool
+	wg     sync.WaitGroup
+}
+
+func (d *memDevice) PluginInfo(context.Context) (*base.Info, error) {
+	return &base.Info{Kind: base.KindDriver, Name: "memdev", Version: "test", APIVersions: []int{base.APIVersion}}, nil
+}
+func (d *memDevice) ConfigSchema(context.Context) (*base.Schema, error) { return &base.Schema{}, nil }
+func (d *memDevice) SetConfig(context.Context, base.Config) error       { return nil }
+func (d *memDevice) LoadKernel(context.Context, driver.KernelSource) (int, error) {
+	return 0, errors.New("memdev: no source kernels")
+}
+func (d *memDevice) Fingerprint(context.Context) (*driver.Fingerprint, error) {
+	return &driver.Fingerprint{Arch: driver.OpenCL, Units: []driver.Unit{{Name: "memdev0", Node: 1}},
+		Nodes: []driver.MemoryNode{{Name: "memdev0-mem", Bytes: d.capacity}}, Kernels: []string{"dev_scal_f32"}}, nil
+}
+
+func (d *memDevice) Init(_ context.Context, req *driver.InitRequest) error {
+	for _, spec := range req.Workers {
+		disp, err := shm.OpenRing(d.arena.Bytes(spec.Dispatch))
+		if err != nil {
+			return err
+		}
+		comp, err := shm.OpenRing(d.arena.Bytes(spec.Completion))
+		if err != nil {
+			return err
+		}
+		bell, coreBell := d.arena.Bell(spec.Bell), d.arena.Bell(spec.CoreBell)
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			ready := func() bool { return !disp.Empty() || d.stop.Load() }
+			for !d.stop.Load() {
+				bell.Wait(ready, 100, 50*time.Millisecond)
+				for msg := disp.Peek(); msg != nil; msg = disp.Peek() {
+					id, err := d.handle(msg)
+					disp.Release()
+					if id == 0 {
+						continue
+					}
+					c := wire.Completion{ID: id, StartNs: wire.Now(), EndNs: wire.Now()}
+					if err != nil {
+						c.Failed, c.Err = true, []byte(err.Error())
+					}
+					b, _ := comp.ReserveWait(wire.CompletionLen(len(c.Err)), func() bool { return !d.stop.Load() })
+					if b == nil {
+						return
+					}
+					c.Encode(b)
+					comp.Commit()
+					coreBell.Ring()
+				}
+			}
+		}()
+	}
+	return nil
+}
+
+func (d *memDevice) Deinit(context.Context) error {
+	d.stop.Store(true)
+	d.wg.Wait()
+	return nil
+}
+
+// handle runs one message and returns the ID to complete (0 for none).
+func (d *memDevice) handle(msg []byte) (uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch wire.Type(msg) {
+	case wire.TypeAlloc:
+		var a wire.Alloc
+		a.Decode(msg)
+		d.bufs[a.Buffer] = make([]byte, a.Size)
+		return a.ID, nil
+	case wire.TypeFree:
+		var f wire.Free
+		f.Decode(msg)
+		if _, ok := d.bufs[f.Buffer]; !ok {
+			panic(fmt.Sprintf("memdev: free of unknown buffer %d", f.Buffer))
+		}
+		delete(d.bufs, f.Buffer)
+		return 0, nil
+	case wire.TypeCopy:
+		var c wire.Copy
+		c.Decode(msg)
+		d.copies.Add(1)
+		side := func(node uint32, buf uint64) []byte {
+			if node == 0 {
+				return d.arena.Bytes(base.Span{Offset: buf, Size: d.arena.Size() - buf})
+			}
+			return d.bufs[buf]
+		}
+		src, dst := side(c.SrcNode, c.SrcBuffer), side(c.DstNode, c.DstBuffer)
+		if src == nil || dst == nil {
+			return c.ID, fmt.Errorf("memdev: copy with unknown buffer %d or %d", c.SrcBuffer, c.DstBuffer)
+		}
+		for _, r := range c.Ranges {
+			copy(dst[r.DstOffset:r.DstOffset+r.Len], src[r.SrcOffset:r.SrcOffset+r.Len])
+		}
+		return c.ID, nil
+	case wire.TypeExec:
+		var e wire.Exec
+		e.Decode(msg)
+		b := e.Buffers[0]
+		mem, ok := d.bufs[b.Offset]
+		if b.Node != 1 || !ok {
+			return e.ID, fmt.Errorf("memdev: buffer on node %d, number %d, is not on the device", b.Node, b.Offset)
+		}
+		alpha := float32(math.Float64frombits(binary.LittleEndian.Uint64(e.Arg)))
+		l := b.Layout
+		for j := uint64(0); j < max(l.NY, 1); j++ {
+			for i := uint64(0); i < l.NX; i++ {
+				off := (i + j*l.LD) * 4
+				if l.Interface == kernel.Vector {
+					off = i * 4
+				}
+				v := math.Float32frombits(binary.LittleEndian.Uint32(mem[off:]))
+				binary.LittleEndian.PutUint32(mem[off:], math.Float32bits(v*alpha))
+			}
+		}
+		return e.ID, nil
+	}
+	return 0, fmt.Errorf("memdev: unexpected message %d", wire.Type(msg))
+}
+
+var (
+	scalOnCPU = &core.Codelet{Name: "scal_cpu", Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF32}, Modes: []core.Mode{core.RW}}
+	scalOnDev = &core.Codelet{Name: "scal_dev", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.RW}}
+)
+
+// startWithDevice runs one CPU worker (a plugin process) and a memDevice
+// of capacity bytes in process.
+func startWithDevice(t *testing.T, capacity uint64) (*core.Runtime, *memDevice) {
+	t.Helper()
+	cfg := testConfig(pluginDir)
+	cfg.NCPU = 1
+	dev := &memDevice{capacity: capacity, bufs: map[uint64][]byte{}}
+	rt := start(t, core.Options{
+		Config: cfg,
+		Drivers: []core.DriverFactory{
+			func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+				return cpudriver.New(a, log, cpudriver.WithKernels(kernels.Library()...)), nil
+			},
+			func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+				dev.arena = a
+				return dev, nil
+			},
+		},
+		Scheduler: func(a *shm.Arena, log hclog.Logger) (sched.Scheduler, error) {
+			return sched.NewHost(a, ws.New(), base.Info{Name: "ws", Version: "test"}), nil
+		},
+	})
+	return rt, dev
+}
+
+func scal(t *testing.T, rt *core.Runtime, cl *core.Codelet, h *core.Handle, alpha float32) *core.Task {
+	t.Helper()
+	task := &core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: float64(alpha)}.Encode()}
+	if err := rt.Submit(task); err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// Tasks alternating between RAM and the device see each other's writes;
+// the device's copy is written back at unregister.
+func TestCoherencyTwoNodes(t *testing.T) {
+	rt, dev := startWithDevice(t, 1<<20)
+	if n := len(rt.MemoryNodes()); n != 2 {
+		t.Fatalf("%d memory nodes, want 2", n)
+	}
+	x := make([]float32, 1000)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		cl := scalOnCPU
+		if i%2 == 1 {
+			cl = scalOnDev
+		}
+		scal(t, rt, cl, h, 2)
+	}
+	scal(t, rt, scalOnDev, h, 3) // the device holds the only valid copy
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range x {
+		if v != float32(i)*64*3 {
+			t.Fatalf("x[%d] = %v, want %v", i, v, float32(i)*64*3)
+		}
+	}
+	// In, out, in, out, in, and the write-back at unregister: 6 copies.
+	if c := dev.copies.Load(); c != 6 {
+		t.Errorf("%d copies, want 6", c)
+	}
+}
+
+// A matrix with gaps between its columns travels as one range per column
+// and comes back without touching the gaps.
+func TestCoherencyStridedMatrix(t *testing.T) {
+	rt, _ := startWithDevice(t, 1<<20)
+	const ld, nx, ny = 10, 7, 5
+	m := make([]float32, ld*ny)
+	for i := range m {
+		m[i] = float32(i)
+	}
+	h, err := core.RegisterMatrix(rt, m, ld, nx, ny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scal(t, rt, scalOnDev, h, 2)
+	if err := h.Acquire(core.R); err != nil {
+		t.Fatal(err)
+	}
+	for j := 0; j < ny; j++ {
+		for i := 0; i < ld; i++ {
+			want := float32(i + j*ld)
+			if i < nx {
+				want *= 2
+			}
+			if got := m[i+j*ld]; got != want {
+				t.Fatalf("m[%d,%d] = %v, want %v", i, j, got, want)
+			}
+		}
+	}
+	h.Release()
+}
+
+// More data than the device holds: clean replicates are evicted, dirty
+// ones written back first, and every value comes home right.
+func TestCoherencyEviction(t *testing.T) {
+	const n, size = 12, 4096
+	rt, dev := startWithDevice(t, 3*size*4)
+	xs := make([][]float32, n)
+	hs := make([]*core.Handle, n)
+	for k := range xs {
+		xs[k] = make([]float32, size)
+		for i := range xs[k] {
+			xs[k][i] = float32(k)
+		}
+		var err error
+		if hs[k], err = core.RegisterVector(rt, xs[k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := 0; round < 3; round++ {
+		for k := range hs {
+			scal(t, rt, scalOnDev, hs[k], 2)
+		}
+	}
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+	for k, h := range hs {
+		if err := h.Unregister(); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range xs[k] {
+			if v != float32(k*8) {
+				t.Fatalf("x%d[%d] = %v, want %v", k, i, v, k*8)
+			}
+		}
+	}
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	if len(dev.bufs) > 3 {
+		t.Errorf("%d device buffers live after unregistering everything, capacity is 3", len(dev.bufs))
+	}
+}
+
+// Data larger than the device fails its task with a clear error; the data
+// is intact and later tasks elsewhere still run.
+func TestCoherencyTooBig(t *testing.T) {
+	rt, _ := startWithDevice(t, 1000)
+	x := make([]float32, 1000)
+	for i := range x {
+		x[i] = 1
+	}
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := scal(t, rt, scalOnDev, h, 2)
+	err = rt.Wait(task)
+	if err == nil || !strings.Contains(err.Error(), "out of device memory") || !strings.Contains(err.Error(), "4000 bytes") {
+		t.Fatalf("task error %v, want out of device memory naming 4000 bytes", err)
+	}
+	scal(t, rt, scalOnCPU, h, 3)
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if x[0] != 3 || x[999] != 3 {
+		t.Fatalf("x = %v ... %v, want 3", x[0], x[999])
+	}
+}

@@ -1,0 +1,198 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/starpu-go/starpu/core/internal/loader"
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/iface"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/pluginapi/wire"
+)
+
+// ifaceInst is a data interface plugin the runtime started, on the first
+// registration that needed it.
+type ifaceInst struct {
+	name string
+	id   kernel.InterfaceID
+	impl iface.Interface
+	proc *loader.Plugin
+}
+
+// ifaceData is what a handle of a plugin interface keeps: the interface,
+// the datum's metadata and how its parts lie in a region.
+type ifaceData struct {
+	inst    *ifaceInst
+	meta    []byte
+	desc    *iface.Description
+	offsets []uint64
+}
+
+// ifaceTimeout bounds each control-plane call to an interface plugin.
+const ifaceTimeout = 20 * time.Second
+
+// iface returns the running interface plugin called name, starting it from
+// the plugin directory on first use.
+func (rt *Runtime) ifaceNamed(name string) (*ifaceInst, error) {
+	rt.ifaceMu.Lock()
+	defer rt.ifaceMu.Unlock()
+	for _, in := range rt.ifaces {
+		if in.name == name {
+			if in.proc != nil && in.proc.Exited() {
+				return nil, fmt.Errorf("%w: data interface plugin iface-%s (pid %d) exited", ErrPluginCrashed, name, in.proc.Pid())
+			}
+			return in, nil
+		}
+	}
+	cands, err := discover(rt.cfg.PluginDir)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := cands["iface-"+name]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown data interface %q: no plugin iface-%s in %s (available: %v)", ErrInvalidData, name, name, rt.cfg.PluginDir, available(cands, base.KindInterface))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ifaceTimeout)
+	defer cancel()
+	p, err := rt.launch(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	impl, err := p.Interface()
+	if err != nil {
+		p.Kill()
+		return nil, err
+	}
+	if int(kernel.FirstPluginInterface)+len(rt.ifaces) > 255 {
+		p.Kill()
+		return nil, fmt.Errorf("too many data interface plugins")
+	}
+	in := &ifaceInst{name: name, id: kernel.FirstPluginInterface + kernel.InterfaceID(len(rt.ifaces)), impl: impl, proc: p}
+	rt.ifaces = append(rt.ifaces, in)
+	return in, nil
+}
+
+// ifaceErr names a crashed interface plugin as such.
+func (in *ifaceInst) err(op string, err error) error {
+	if errors.Is(err, base.ErrPluginExited) || (in.proc != nil && in.proc.Exited()) {
+		return fmt.Errorf("%w: data interface plugin iface-%s: %s: %v", ErrPluginCrashed, in.name, op, err)
+	}
+	return fmt.Errorf("iface-%s: %s: %w", in.name, op, err)
+}
+
+// RegisterInterface registers a datum of the data interface plugin called
+// name (bin/plugins/iface-<name>): meta is the interface's encoding of its
+// shape, parts the application's memory for each of its parts (for CSR:
+// nzval, colind, rowptr). The interface validates the datum; the runtime
+// copies the parts into one region of the shared-memory arena, keeps it
+// coherent across memory nodes like any handle, and copies it back to
+// parts at Acquire and Unregister.
+func (rt *Runtime) RegisterInterface(name string, meta []byte, parts [][]byte) (*Handle, error) {
+	if err := rt.usable(); err != nil {
+		return nil, err
+	}
+	in, err := rt.ifaceNamed(name)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ifaceTimeout)
+	defer cancel()
+	desc, err := in.impl.Describe(ctx, meta, nil)
+	if err != nil {
+		if e := in.err("describe", err); errors.Is(e, ErrPluginCrashed) {
+			return nil, e
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidData, name, err)
+	}
+	if err := desc.Check(); err != nil {
+		return nil, in.err("describe", err)
+	}
+	if len(parts) != len(desc.Buffers) {
+		return nil, fmt.Errorf("%w: %s: %d parts given, the interface needs %d", ErrInvalidData, name, len(parts), len(desc.Buffers))
+	}
+	for i, p := range parts {
+		if uint64(len(p)) != desc.Buffers[i] {
+			return nil, fmt.Errorf("%w: %s: part %d has %d bytes, the interface needs %d", ErrInvalidData, name, i, len(p), desc.Buffers[i])
+		}
+	}
+	ranges, err := in.impl.CopyPlan(ctx, meta)
+	if err != nil {
+		return nil, in.err("copy plan", err)
+	}
+	offsets, total := iface.PartOffsets(desc.Buffers)
+	l := desc.Layout
+	l.Interface = in.id
+	h := rt.newHandle(l, total)
+	h.iface = &ifaceData{inst: in, meta: append([]byte(nil), meta...), desc: desc, offsets: offsets}
+	for _, r := range ranges {
+		if r.Buffer < 0 || r.Buffer >= len(offsets) || r.Offset+r.Len > desc.Buffers[r.Buffer] {
+			return nil, fmt.Errorf("iface-%s: copy plan range %+v lies outside the datum's parts", name, r)
+		}
+		off := offsets[r.Buffer] + r.Offset
+		h.plan = append(h.plan, wire.CopyRange{SrcOffset: off, DstOffset: off, Len: r.Len})
+	}
+	if total > 0 {
+		s, err := rt.arena.Alloc(total)
+		if err != nil {
+			return nil, fmt.Errorf("register %s: %w", name, err)
+		}
+		h.span, h.owned = s, true
+		for i, p := range parts {
+			if len(p) > 0 {
+				h.home = append(h.home, homePart{offsets[i], p})
+			}
+		}
+		h.copyHomeIn()
+		// The contents are the interface's to check (CSR: rowptr), now
+		// that they are in the arena.
+		spans := make([]base.Span, len(parts))
+		for i := range parts {
+			spans[i] = base.Span{Offset: s.Offset + offsets[i], Size: desc.Buffers[i]}
+		}
+		if _, err := in.impl.Describe(ctx, meta, spans); err != nil {
+			rt.arena.Free(s)
+			if e := in.err("describe", err); errors.Is(e, ErrPluginCrashed) {
+				return nil, e
+			}
+			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidData, name, err)
+		}
+	}
+	rt.track(h)
+	return h, nil
+}
+
+// Interface names a handle's data interface: "vector", "csr", ...
+func (h *Handle) Interface() string {
+	if h.iface != nil {
+		return h.iface.inst.name
+	}
+	return h.layout.Interface.String()
+}
+
+// Display renders the handle's shape for people, through its interface.
+func (h *Handle) Display() (string, error) {
+	if h.iface == nil {
+		l := h.layout
+		switch l.Interface {
+		case kernel.Variable:
+			return fmt.Sprintf("variable(%d bytes)", l.ElemSize), nil
+		case kernel.Vector:
+			return fmt.Sprintf("vector(%d x %d bytes)", l.NX, l.ElemSize), nil
+		case kernel.Matrix:
+			return fmt.Sprintf("matrix(%d x %d, ld %d, %d-byte elements)", l.NX, l.NY, l.LD, l.ElemSize), nil
+		case kernel.Block:
+			return fmt.Sprintf("block(%d x %d x %d, ld %d, ldz %d, %d-byte elements)", l.NX, l.NY, l.NZ, l.LD, l.LDZ, l.ElemSize), nil
+		}
+		return l.Interface.String(), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ifaceTimeout)
+	defer cancel()
+	s, err := h.iface.inst.impl.Display(ctx, h.iface.meta)
+	if err != nil {
+		return "", h.iface.inst.err("display", err)
+	}
+	return s, nil
+}

@@ -1,0 +1,251 @@
+package cldriver
+
+import (
+	_ "embed"
+	"fmt"
+
+	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/pluginapi/wire"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
+	"github.com/starpu-go/starpu/plugins/driver-opencl/cl"
+)
+
+//go:embed library.cl
+var librarySource string
+
+// gemmTile is GEMM_TILE of library.cl: gemm runs in square work-groups of
+// this side.
+const gemmTile = 16
+
+// precision is one build of library.cl.
+type precision struct {
+	suffix   string // kernel name suffix, "f32"
+	elemSize uint32
+	options  string // compiler options
+}
+
+var (
+	f32 = precision{"f32", 4, "-DREAL=float -DSFX=f32"}
+	f64 = precision{"f64", 8, "-DREAL=double -DSFX=f64 -DUSE_FP64"}
+)
+
+// builtin is a kernel of the library: its blasarg name, how it checks its
+// buffers, how it turns the task's argument blob into scalar arguments, and
+// its NDRange when the default rule does not fit.
+type builtin struct {
+	name string
+	prec precision
+	// ifaces are the buffers' interfaces, in order.
+	ifaces []kernel.InterfaceID
+	// check validates the buffers' shapes against each other and the
+	// decoded argument; a kernel must never index outside a buffer.
+	check func(b []wire.BufferDesc, arg []byte) error
+	// setArgs sets the scalar arguments from index i on.
+	setArgs func(k cl.Kernel, i int, arg []byte, p precision) error
+	// nargs is the number of scalar arguments setArgs sets.
+	nargs int
+	// ndrange is the global and local size; nil means the default rule.
+	ndrange func(b []wire.BufferDesc, arg []byte) (global, local []uint64)
+}
+
+// library lists the built-in kernels, f32 then (when every device has
+// cl_khr_fp64) f64: their index in this order is their kernel index.
+func library(withF64 bool) []*builtin {
+	precs := []precision{f32}
+	if withF64 {
+		precs = append(precs, f64)
+	}
+	var out []*builtin
+	for _, p := range precs {
+		out = append(out,
+			&builtin{name: "scal", prec: p, ifaces: []kernel.InterfaceID{kernel.Vector},
+				check:   func(_ []wire.BufferDesc, arg []byte) error { _, err := blasarg.DecodeScalArg(arg); return err },
+				setArgs: setScal, nargs: 1},
+			&builtin{name: "axpy", prec: p, ifaces: []kernel.InterfaceID{kernel.Vector, kernel.Vector},
+				check: checkAxpy, setArgs: setAxpy, nargs: 1},
+			&builtin{name: "gemm", prec: p, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix, kernel.Matrix},
+				check: checkGemm, setArgs: setGemm, nargs: 4, ndrange: gemmRange},
+			&builtin{name: "syrk", prec: p, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix},
+				check: checkSyrk, setArgs: setSyrk, nargs: 4},
+			&builtin{name: "trsm", prec: p, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix},
+				check: checkTrsm, setArgs: setTrsm, nargs: 5, ndrange: trsmRange},
+		)
+	}
+	return out
+}
+
+// fullName is the kernel's name, as in blasarg ("scal_f32").
+func (b *builtin) fullName() string { return b.name + "_" + b.prec.suffix }
+
+// validate checks the buffers' number, interfaces and element sizes, then
+// the kernel's own shape rules.
+func (b *builtin) validate(bufs []wire.BufferDesc, arg []byte) error {
+	if len(bufs) != len(b.ifaces) {
+		return fmt.Errorf("takes %d buffers, got %d", len(b.ifaces), len(bufs))
+	}
+	for i, bd := range bufs {
+		if bd.Layout.Interface != b.ifaces[i] {
+			return fmt.Errorf("buffer %d is a %s, want a %s", i, bd.Layout.Interface, b.ifaces[i])
+		}
+		if bd.Layout.ElemSize != b.prec.elemSize {
+			return fmt.Errorf("buffer %d has %d-byte elements, want %d", i, bd.Layout.ElemSize, b.prec.elemSize)
+		}
+		if bd.Layout.Interface == kernel.Matrix && bd.Layout.LD < bd.Layout.NX {
+			return fmt.Errorf("buffer %d: ld %d below nx %d", i, bd.Layout.LD, bd.Layout.NX)
+		}
+	}
+	return b.check(bufs, arg)
+}
+
+// setReal sets a floating-point argument in the kernel's precision.
+func setReal(k cl.Kernel, i int, v float64, p precision) error {
+	if p.elemSize == 4 {
+		return k.SetArgFloat32(i, float32(v))
+	}
+	return k.SetArgFloat64(i, v)
+}
+
+func setFlags(k cl.Kernel, i int, flags ...bool) error {
+	for j, f := range flags {
+		v := int32(0)
+		if f {
+			v = 1
+		}
+		if err := k.SetArgInt32(i+j, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func setScal(k cl.Kernel, i int, arg []byte, p precision) error {
+	a, err := blasarg.DecodeScalArg(arg)
+	if err != nil {
+		return err
+	}
+	return setReal(k, i, a.Alpha, p)
+}
+
+func checkAxpy(b []wire.BufferDesc, arg []byte) error {
+	if _, err := blasarg.DecodeAxpyArg(arg); err != nil {
+		return err
+	}
+	if b[0].Layout.NX < b[1].Layout.NX {
+		return fmt.Errorf("x has %d elements, y %d", b[0].Layout.NX, b[1].Layout.NX)
+	}
+	return nil
+}
+
+func setAxpy(k cl.Kernel, i int, arg []byte, p precision) error {
+	a, err := blasarg.DecodeAxpyArg(arg)
+	if err != nil {
+		return err
+	}
+	return setReal(k, i, a.Alpha, p)
+}
+
+// op is the shape of op(M): M's, or its transpose's.
+func op(l kernel.Layout, trans bool) (rows, cols uint64) {
+	if trans {
+		return l.NY, l.NX
+	}
+	return l.NX, l.NY
+}
+
+func checkGemm(b []wire.BufferDesc, arg []byte) error {
+	a, err := blasarg.DecodeGemmArg(arg)
+	if err != nil {
+		return err
+	}
+	am, ak := op(b[0].Layout, a.TransA)
+	bk, bn := op(b[1].Layout, a.TransB)
+	m, n := b[2].Layout.NX, b[2].Layout.NY
+	if am != m || bn != n || ak != bk {
+		return fmt.Errorf("op(A) is %dx%d, op(B) %dx%d, C %dx%d: shapes do not multiply", am, ak, bk, bn, m, n)
+	}
+	return nil
+}
+
+func setGemm(k cl.Kernel, i int, arg []byte, p precision) error {
+	a, err := blasarg.DecodeGemmArg(arg)
+	if err != nil {
+		return err
+	}
+	if err := setFlags(k, i, a.TransA, a.TransB); err != nil {
+		return err
+	}
+	if err := setReal(k, i+2, a.Alpha, p); err != nil {
+		return err
+	}
+	return setReal(k, i+3, a.Beta, p)
+}
+
+func roundUp(v, to uint64) uint64 { return (v + to - 1) / to * to }
+
+func gemmRange(b []wire.BufferDesc, _ []byte) (global, local []uint64) {
+	c := b[2].Layout
+	return []uint64{roundUp(c.NX, gemmTile), roundUp(c.NY, gemmTile)}, []uint64{gemmTile, gemmTile}
+}
+
+func checkSyrk(b []wire.BufferDesc, arg []byte) error {
+	a, err := blasarg.DecodeSyrkArg(arg)
+	if err != nil {
+		return err
+	}
+	n, _ := op(b[0].Layout, a.Trans)
+	c := b[1].Layout
+	if c.NX != c.NY || c.NX != n {
+		return fmt.Errorf("op(A) has %d rows, C is %dx%d: want a square C of that order", n, c.NX, c.NY)
+	}
+	return nil
+}
+
+func setSyrk(k cl.Kernel, i int, arg []byte, p precision) error {
+	a, err := blasarg.DecodeSyrkArg(arg)
+	if err != nil {
+		return err
+	}
+	if err := setFlags(k, i, a.Lower, a.Trans); err != nil {
+		return err
+	}
+	if err := setReal(k, i+2, a.Alpha, p); err != nil {
+		return err
+	}
+	return setReal(k, i+3, a.Beta, p)
+}
+
+func checkTrsm(b []wire.BufferDesc, arg []byte) error {
+	a, err := blasarg.DecodeTrsmArg(arg)
+	if err != nil {
+		return err
+	}
+	al, bl := b[0].Layout, b[1].Layout
+	order := bl.NX // op(A)*X = B: A is m x m
+	if a.Right {
+		order = bl.NY // X*op(A) = B: A is n x n
+	}
+	if al.NX != order || al.NY != order {
+		return fmt.Errorf("A is %dx%d, B %dx%d: want A %dx%d", al.NX, al.NY, bl.NX, bl.NY, order, order)
+	}
+	return nil
+}
+
+func setTrsm(k cl.Kernel, i int, arg []byte, p precision) error {
+	a, err := blasarg.DecodeTrsmArg(arg)
+	if err != nil {
+		return err
+	}
+	if err := setFlags(k, i, a.Right, a.Lower, a.Trans, a.UnitDiag); err != nil {
+		return err
+	}
+	return setReal(k, i+4, a.Alpha, p)
+}
+
+// trsmRange is one work item per column of B (left) or per row (right).
+// The argument was validated by check.
+func trsmRange(b []wire.BufferDesc, arg []byte) (global, local []uint64) {
+	if a, _ := blasarg.DecodeTrsmArg(arg); a.Right {
+		return []uint64{b[1].Layout.NX}, nil
+	}
+	return []uint64{b[1].Layout.NY}, nil
+}
