@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -40,6 +41,12 @@ type Handle struct {
 	// home is the application's memory when it is not in the arena: the
 	// parts of the region it backs.
 	home []homePart
+
+	// parent is the handle this one was partitioned from; children are
+	// this one's parts while it is partitioned.
+	parent      *Handle
+	children    []*Handle
+	partitioned atomic.Bool
 
 	// reps has one replicate per memory node when there are several (see
 	// coherency.go); validMask mirrors which are valid for other goroutines.
@@ -349,6 +356,9 @@ func (h *Handle) Unregister() error {
 	if h.unregistered.Load() {
 		return fmt.Errorf("unregister %s: %w", h, ErrUnregistered)
 	}
+	if h.partitioned.Load() {
+		return fmt.Errorf("%w: unregister %s: it is partitioned; Unpartition it first", ErrInvalidData, h)
+	}
 	h.mu.Lock()
 	held := len(h.held)
 	h.mu.Unlock()
@@ -395,6 +405,15 @@ func (rt *Runtime) unregisterAll() error {
 		hs = append(hs, h)
 	}
 	rt.handlesMu.Unlock()
+	// Children first: their data lands in their parents' RAM copies.
+	depth := func(h *Handle) int {
+		d := 0
+		for p := h.parent; p != nil; p = p.parent {
+			d++
+		}
+		return d
+	}
+	sort.SliceStable(hs, func(i, j int) bool { return depth(hs[i]) > depth(hs[j]) })
 	var errs []error
 	for _, h := range hs {
 		if err := h.fetchTo(0, R); err != nil {

@@ -163,10 +163,36 @@ func (d *memDevice) handle(msg []byte) (uint64, error) {
 	return 0, fmt.Errorf("memdev: unexpected message %d", wire.Type(msg))
 }
 
-var (
-	scalOnCPU = &core.Codelet{Name: "scal_cpu", Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF32}, Modes: []core.Mode{core.RW}}
-	scalOnDev = &core.Codelet{Name: "scal_dev", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.RW}}
-)
+var scalOnCPU = &core.Codelet{Name: "scal_cpu", Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF32}, Modes: []core.Mode{core.RW}}
+
+// devices are the second memory nodes the coherency tests run on: Go
+// memory behind an in-process driver, and a real OpenCL device (pocl) behind
+// the driver-opencl plugin process.
+var devices = []struct {
+	name  string
+	start func(t *testing.T, capacity uint64) (*core.Runtime, *core.Codelet)
+}{
+	{"memdev", func(t *testing.T, capacity uint64) (*core.Runtime, *core.Codelet) {
+		rt, _ := startWithDevice(t, capacity)
+		return rt, &core.Codelet{Name: "scal_dev", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.RW}}
+	}},
+	{"opencl", startWithOpenCL},
+}
+
+// startWithOpenCL runs one CPU worker and one OpenCL worker on pocl, whose
+// memory is limited to capacity (rounded up to MiB).
+func startWithOpenCL(t *testing.T, capacity uint64) (*core.Runtime, *core.Codelet) {
+	t.Helper()
+	t.Setenv("STARPU_OPENCL_ON_CPUS", "1")
+	t.Setenv("STARPU_LIMIT_OPENCL_MEM", fmt.Sprint((capacity+1<<20-1)>>20))
+	cfg := testConfig(openclDir)
+	cfg.NCPU = 1
+	rt := start(t, core.Options{Config: cfg})
+	if len(rt.Workers()) != 2 || rt.Workers()[1].Arch != driver.OpenCL {
+		t.Fatalf("workers %+v, want one CPU and one OpenCL worker (is pocl installed?)", rt.Workers())
+	}
+	return rt, &core.Codelet{Name: "scal_ocl", Kernels: map[driver.Arch]string{driver.OpenCL: blasarg.ScalF32}, Modes: []core.Mode{core.RW}}
+}
 
 // startWithDevice runs one CPU worker (a plugin process) and a memDevice
 // of capacity bytes in process.
@@ -205,7 +231,38 @@ func scal(t *testing.T, rt *core.Runtime, cl *core.Codelet, h *core.Handle, alph
 // Tasks alternating between RAM and the device see each other's writes;
 // the device's copy is written back at unregister.
 func TestCoherencyTwoNodes(t *testing.T) {
+	for _, d := range devices {
+		t.Run(d.name, func(t *testing.T) {
+			rt, scalOnDev := d.start(t, 1<<20)
+			testTwoNodes(t, rt, scalOnDev)
+		})
+	}
+	// The in-process device counts its copies.
 	rt, dev := startWithDevice(t, 1<<20)
+	x := make([]float32, 10)
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scalOnDev := &core.Codelet{Name: "scal_dev", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.RW}}
+	for i := 0; i < 6; i++ {
+		cl := scalOnCPU
+		if i%2 == 1 {
+			cl = scalOnDev
+		}
+		scal(t, rt, cl, h, 2)
+	}
+	scal(t, rt, scalOnDev, h, 3)
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	// In, out, in, out, in, and the write-back at unregister: 6 copies.
+	if c := dev.copies.Load(); c != 6 {
+		t.Errorf("%d copies, want 6", c)
+	}
+}
+
+func testTwoNodes(t *testing.T, rt *core.Runtime, scalOnDev *core.Codelet) {
 	if n := len(rt.MemoryNodes()); n != 2 {
 		t.Fatalf("%d memory nodes, want 2", n)
 	}
@@ -233,16 +290,67 @@ func TestCoherencyTwoNodes(t *testing.T) {
 			t.Fatalf("x[%d] = %v, want %v", i, v, float32(i)*64*3)
 		}
 	}
-	// In, out, in, out, in, and the write-back at unregister: 6 copies.
-	if c := dev.copies.Load(); c != 6 {
-		t.Errorf("%d copies, want 6", c)
-	}
 }
 
 // A matrix with gaps between its columns travels as one range per column
 // and comes back without touching the gaps.
 func TestCoherencyStridedMatrix(t *testing.T) {
 	rt, _ := startWithDevice(t, 1<<20)
+	testStridedMatrix(t, rt, &core.Codelet{Name: "scal_dev", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.RW}})
+}
+
+// On OpenCL, C = 2*A*I with A and C strided: A goes to the device column by
+// column, C comes back the same way, and C's gaps are left alone.
+func TestCoherencyStridedMatrixOpenCL(t *testing.T) {
+	rt, _ := startWithOpenCL(t, 1<<20)
+	gemm := &core.Codelet{Name: "gemm_ocl", Kernels: map[driver.Arch]string{driver.OpenCL: blasarg.GemmF32}, Modes: []core.Mode{core.R, core.R, core.RW}}
+	const ld, nx, ny = 10, 7, 5
+	a, c := make([]float32, ld*ny), make([]float32, ld*ny)
+	id := make([]float32, ny*ny)
+	for i := range a {
+		a[i], c[i] = float32(i), -1
+	}
+	for i := 0; i < ny; i++ {
+		id[i+i*ny] = 1
+	}
+	ha, err := core.RegisterMatrix(rt, a, ld, nx, ny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hi, err := core.RegisterMatrix(rt, id, ny, ny, ny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := core.RegisterMatrix(rt, c, ld, nx, ny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &core.Task{Codelet: gemm, Handles: []*core.Handle{ha, hi, hc}, Arg: blasarg.GemmArg{Alpha: 2, Beta: 0}.Encode()}
+	if err := rt.Submit(task); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Wait(task); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*core.Handle{ha, hi, hc} {
+		if err := h.Unregister(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for j := 0; j < ny; j++ {
+		for i := 0; i < ld; i++ {
+			want := float32(-1)
+			if i < nx {
+				want = 2 * float32(i+j*ld)
+			}
+			if got := c[i+j*ld]; got != want {
+				t.Fatalf("c[%d,%d] = %v, want %v", i, j, got, want)
+			}
+		}
+	}
+}
+
+func testStridedMatrix(t *testing.T, rt *core.Runtime, scalOnDev *core.Codelet) {
 	const ld, nx, ny = 10, 7, 5
 	m := make([]float32, ld*ny)
 	for i := range m {
@@ -252,7 +360,9 @@ func TestCoherencyStridedMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scal(t, rt, scalOnDev, h, 2)
+	if err := rt.Wait(scal(t, rt, scalOnDev, h, 2)); err != nil {
+		t.Fatal(err)
+	}
 	if err := h.Acquire(core.R); err != nil {
 		t.Fatal(err)
 	}
@@ -273,8 +383,17 @@ func TestCoherencyStridedMatrix(t *testing.T) {
 // More data than the device holds: clean replicates are evicted, dirty
 // ones written back first, and every value comes home right.
 func TestCoherencyEviction(t *testing.T) {
-	const n, size = 12, 4096
-	rt, dev := startWithDevice(t, 3*size*4)
+	for _, d := range devices {
+		t.Run(d.name, func(t *testing.T) {
+			const size = 1 << 18 // 1 MiB of float32
+			rt, scalOnDev := d.start(t, 3*size*4)
+			testEviction(t, rt, scalOnDev, size)
+		})
+	}
+}
+
+func testEviction(t *testing.T, rt *core.Runtime, scalOnDev *core.Codelet, size int) {
+	const n = 12
 	xs := make([][]float32, n)
 	hs := make([]*core.Handle, n)
 	for k := range xs {
@@ -305,18 +424,21 @@ func TestCoherencyEviction(t *testing.T) {
 			}
 		}
 	}
-	dev.mu.Lock()
-	defer dev.mu.Unlock()
-	if len(dev.bufs) > 3 {
-		t.Errorf("%d device buffers live after unregistering everything, capacity is 3", len(dev.bufs))
-	}
 }
 
 // Data larger than the device fails its task with a clear error; the data
 // is intact and later tasks elsewhere still run.
 func TestCoherencyTooBig(t *testing.T) {
-	rt, _ := startWithDevice(t, 1000)
-	x := make([]float32, 1000)
+	for _, d := range devices {
+		t.Run(d.name, func(t *testing.T) {
+			rt, scalOnDev := d.start(t, 1<<20)
+			testTooBig(t, rt, scalOnDev)
+		})
+	}
+}
+
+func testTooBig(t *testing.T, rt *core.Runtime, scalOnDev *core.Codelet) {
+	x := make([]float32, 1<<19)
 	for i := range x {
 		x[i] = 1
 	}
@@ -326,14 +448,14 @@ func TestCoherencyTooBig(t *testing.T) {
 	}
 	task := scal(t, rt, scalOnDev, h, 2)
 	err = rt.Wait(task)
-	if err == nil || !strings.Contains(err.Error(), "out of device memory") || !strings.Contains(err.Error(), "4000 bytes") {
-		t.Fatalf("task error %v, want out of device memory naming 4000 bytes", err)
+	if err == nil || !strings.Contains(err.Error(), "out of device memory") || !strings.Contains(err.Error(), "2097152 bytes") {
+		t.Fatalf("task error %v, want out of device memory naming 2097152 bytes", err)
 	}
 	scal(t, rt, scalOnCPU, h, 3)
 	if err := h.Unregister(); err != nil {
 		t.Fatal(err)
 	}
-	if x[0] != 3 || x[999] != 3 {
-		t.Fatalf("x = %v ... %v, want 3", x[0], x[999])
+	if x[0] != 3 || x[len(x)-1] != 3 {
+		t.Fatalf("x = %v ... %v, want 3", x[0], x[len(x)-1])
 	}
 }

@@ -11,8 +11,12 @@ import (
 )
 
 // pluginDir holds the real plugins (driver-cpu, sched-ws) built for the
-// tests; crashyDir holds sched-ws and the crash-test driver as driver-cpu.
-var pluginDir, crashyDir string
+// tests; crashyDir holds sched-ws and the crash-test driver as driver-cpu;
+// openclDir the real plugins and driver-opencl.
+var pluginDir, crashyDir, openclDir string
+
+// modelDir keeps the tests' performance and bus models away from $HOME.
+var modelDir string
 
 func TestMain(m *testing.M) {
 	if os.Getenv("CORE_TEST_CHILD") != "" {
@@ -30,12 +34,17 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(tmp)
 	pluginDir = filepath.Join(tmp, "plugins")
 	crashyDir = filepath.Join(tmp, "crashy")
+	openclDir = filepath.Join(tmp, "opencl")
+	modelDir = filepath.Join(tmp, "models")
 	builds := []struct{ out, pkg string }{
 		{filepath.Join(pluginDir, "driver-cpu"), "../plugins/driver-cpu"},
 		{filepath.Join(pluginDir, "sched-ws"), "../plugins/sched-ws"},
 		{filepath.Join(crashyDir, "driver-cpu"), "./testdata/driver-crashy"},
 		{filepath.Join(crashyDir, "sched-ws"), "../plugins/sched-ws"},
 		{filepath.Join(crashyDir, "sched-crashy"), "./testdata/sched-crashy"},
+		{filepath.Join(openclDir, "driver-cpu"), "../plugins/driver-cpu"},
+		{filepath.Join(openclDir, "sched-ws"), "../plugins/sched-ws"},
+		{filepath.Join(openclDir, "driver-opencl"), "../plugins/driver-opencl"},
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
@@ -55,5 +64,6 @@ func testConfig(dir string) *config.Config {
 	c.NCPU = 2
 	c.ArenaSize = 1 << 30
 	c.SpinIters = 200
+	c.ModelDir = modelDir
 	return c
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/starpu-go/starpu/core/config"
 	"github.com/starpu-go/starpu/core/internal/loader"
+	"github.com/starpu-go/starpu/core/perfmodel"
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/sched"
@@ -58,6 +59,8 @@ type Runtime struct {
 	// is more than RAM, and the data layer runs its coherency protocol.
 	nodes     []*memNode
 	multiNode bool
+	bus       *perfmodel.Bus
+	getenv    func(string) string
 	sched     sched.Scheduler
 	schedP    *loader.Plugin
 	engine    *engine
@@ -123,7 +126,11 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	if log == nil {
 		log = hclog.New(&hclog.LoggerOptions{Name: "starpu", Level: hclog.LevelFromString(cfg.LogLevel), Output: os.Stderr})
 	}
-	rt := &Runtime{cfg: cfg, log: log, tags: map[TagID]*tagState{}, handles: map[*Handle]struct{}{}}
+	getenv := opt.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	rt := &Runtime{cfg: cfg, log: log, getenv: getenv, tags: map[TagID]*tagState{}, handles: map[*Handle]struct{}{}}
 	rt.idle = sync.NewCond(&rt.idleMu)
 	if opt.Trace {
 		rt.trace = &tracer{}
@@ -152,6 +159,9 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 		return nil, err
 	}
 	if err := rt.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := rt.loadBus(ctx); err != nil {
 		return nil, err
 	}
 	return rt, nil

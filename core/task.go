@@ -177,8 +177,8 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 		if h.rt != rt {
 			return fmt.Errorf("%w: task %q: handle %d belongs to another runtime", ErrInvalidTask, name, i)
 		}
-		if h.unregistered.Load() {
-			return fmt.Errorf("task %q: handle %d (%s): %w", name, i, h, ErrUnregistered)
+		if err := h.checkUsable(); err != nil {
+			return fmt.Errorf("task %q: handle %d: %w", name, i, err)
 		}
 	}
 	if max := rt.maxExec; wire.ExecSize(len(t.Handles), len(t.Arg)) > max {

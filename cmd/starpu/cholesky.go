@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,8 +25,12 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	size := fs.Int("size", 4096, "matrix order")
 	nblocks := fs.Int("nblocks", 16, "tiles per dimension")
 	check := fs.Bool("check", true, "verify the factor with a residual check")
+	layout := fs.String("layout", "partition", "partition: one matrix cut into tiles by a filter (StarPU's cholesky_implicit); contiguous: each tile allocated apart (cholesky_tile_tag)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *layout != "partition" && *layout != "contiguous" {
+		return fmt.Errorf("cholesky: --layout %q: want partition or contiguous", *layout)
 	}
 	if *nblocks <= 0 || *size <= 0 || *size%*nblocks != 0 {
 		return fmt.Errorf("cholesky: size (%d) must be a positive multiple of nblocks (%d)", *size, *nblocks)
@@ -37,9 +42,9 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	var res choleskyResult
 	switch *precision {
 	case "single":
-		res, err = runCholesky[float32](rt, *size, *nblocks, *check, choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32})
+		res, err = runCholesky[float32](rt, *size, *nblocks, *check, *layout == "partition", choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32})
 	case "double":
-		res, err = runCholesky[float64](rt, *size, *nblocks, *check, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64})
+		res, err = runCholesky[float64](rt, *size, *nblocks, *check, *layout == "partition", choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64})
 	default:
 		err = fmt.Errorf("cholesky: --precision %q: want single or double", *precision)
 	}
@@ -56,7 +61,7 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, ", residual %.3g (tolerance %.1g)", res.residual, res.tolerance)
 	}
 	fmt.Fprintln(out)
-	kv(out, "cholesky", map[string]any{"precision": *precision, "size": *size, "nblocks": *nblocks, "sched": rt.SchedName(),
+	kv(out, "cholesky", map[string]any{"precision": *precision, "layout": *layout, "size": *size, "nblocks": *nblocks, "sched": rt.SchedName(),
 		"ms": float64(res.elapsed.Microseconds()) / 1e3, "gflops": gflops, "residual": res.residual, "verified": res.verified})
 	if *check && !res.verified {
 		return fmt.Errorf("cholesky: residual %.3g exceeds %.1g", res.residual, res.tolerance)
@@ -83,7 +88,7 @@ func element(i, j, n int) float64 {
 	return v
 }
 
-func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, ks choleskyKernels) (res choleskyResult, err error) {
+func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check, partition bool, ks choleskyKernels) (res choleskyResult, err error) {
 	bs := n / nb
 	cpu := func(k string, modes ...core.Mode) *core.Codelet {
 		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes}
@@ -99,43 +104,21 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, k
 	syrk := anywhere(ks.syrk, core.R, core.RW)
 	gemm := anywhere(ks.gemm, core.R, core.R, core.RW)
 
-	// Lower tiles only, each contiguous in the arena: tile (m, k) holds rows
-	// m*bs.. and columns k*bs.., column-major.
-	tiles := make([][][]T, nb)
-	handles := make([][]*core.Handle, nb)
+	var tiles choleskyTiles[T]
 	defer func() {
-		for m := range handles {
-			for k, h := range handles[m] {
-				if h != nil {
-					if uerr := h.Unregister(); uerr != nil && err == nil {
-						err = uerr
-					}
-				}
-				if tiles[m][k] != nil {
-					core.Free(rt, tiles[m][k])
-				}
-			}
+		if cerr := tiles.release(rt); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
-	for m := 0; m < nb; m++ {
-		tiles[m] = make([][]T, m+1)
-		handles[m] = make([]*core.Handle, m+1)
-		for k := 0; k <= m; k++ {
-			t, err := core.Malloc[T](rt, bs*bs)
-			if err != nil {
-				return res, err
-			}
-			tiles[m][k] = t
-			for j := 0; j < bs; j++ {
-				for i := 0; i < bs; i++ {
-					t[i+j*bs] = T(element(m*bs+i, k*bs+j, n))
-				}
-			}
-			if handles[m][k], err = core.RegisterMatrix(rt, t, bs, bs, bs); err != nil {
-				return res, err
-			}
-		}
+	if partition {
+		err = tiles.partition(rt, n, nb)
+	} else {
+		err = tiles.contiguous(rt, n, nb)
 	}
+	if err != nil {
+		return res, err
+	}
+	handles := tiles.handles
 	potrfArg := blasarg.PotrfArg{Lower: true}.Encode()
 	trsmArg := blasarg.TrsmArg{Right: true, Lower: true, Trans: true, Alpha: 1}.Encode()
 	syrkArg := blasarg.SyrkArg{Lower: true, Alpha: -1, Beta: 1}.Encode()
@@ -186,7 +169,7 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, k
 			}
 		}
 	}
-	res.residual = residual(n, bs, func(i, j int) float64 { return float64(tiles[i/bs][j/bs][i%bs+(j%bs)*bs]) })
+	res.residual = residual(n, bs, tiles.at)
 	for m := range handles {
 		for _, h := range handles[m] {
 			if err := h.Release(); err != nil {
@@ -242,4 +225,104 @@ func residual(n, bs int, l func(i, j int) float64) float64 {
 		den += x[i] * x[i]
 	}
 	return math.Sqrt(num / den)
+}
+
+// choleskyTiles holds the lower tiles of the matrix: handles[m][k] is tile
+// (m, k), rows m*bs.. and columns k*bs.., for k <= m.
+type choleskyTiles[T float32 | float64] struct {
+	handles [][]*core.Handle
+	at      func(i, j int) float64
+	// whole is the matrix when partitioned; tiles the separate tiles.
+	whole  *core.Handle
+	matrix []T
+	tiles  [][][]T
+}
+
+// partition registers the whole column-major matrix and cuts it into tiles
+// with the MatrixTiles filter, as StarPU's cholesky_implicit does.
+func (c *choleskyTiles[T]) partition(rt *core.Runtime, n, nb int) error {
+	m, err := core.Malloc[T](rt, n*n)
+	if err != nil {
+		return err
+	}
+	c.matrix = m
+	for j := 0; j < n; j++ {
+		for i := 0; i < n; i++ {
+			m[i+j*n] = T(element(i, j, n))
+		}
+	}
+	c.at = func(i, j int) float64 { return float64(m[i+j*n]) }
+	if c.whole, err = core.RegisterMatrix(rt, m, n, n, n); err != nil {
+		return err
+	}
+	children, err := c.whole.Partition(core.MatrixTiles(nb, nb))
+	if err != nil {
+		return err
+	}
+	c.handles = make([][]*core.Handle, nb)
+	for r := 0; r < nb; r++ {
+		for k := 0; k <= r; k++ {
+			c.handles[r] = append(c.handles[r], children[r+k*nb])
+		}
+	}
+	return nil
+}
+
+// contiguous allocates each lower tile apart, contiguous in the arena, as
+// StarPU's cholesky_tile_tag does.
+func (c *choleskyTiles[T]) contiguous(rt *core.Runtime, n, nb int) error {
+	bs := n / nb
+	c.tiles = make([][][]T, nb)
+	c.handles = make([][]*core.Handle, nb)
+	for m := 0; m < nb; m++ {
+		c.tiles[m] = make([][]T, m+1)
+		c.handles[m] = make([]*core.Handle, m+1)
+		for k := 0; k <= m; k++ {
+			t, err := core.Malloc[T](rt, bs*bs)
+			if err != nil {
+				return err
+			}
+			c.tiles[m][k] = t
+			for j := 0; j < bs; j++ {
+				for i := 0; i < bs; i++ {
+					t[i+j*bs] = T(element(m*bs+i, k*bs+j, n))
+				}
+			}
+			if c.handles[m][k], err = core.RegisterMatrix(rt, t, bs, bs, bs); err != nil {
+				return err
+			}
+		}
+	}
+	c.at = func(i, j int) float64 { return float64(c.tiles[i/bs][j/bs][i%bs+(j%bs)*bs]) }
+	return nil
+}
+
+// release unregisters the handles and frees the memory.
+func (c *choleskyTiles[T]) release(rt *core.Runtime) error {
+	var errs []error
+	if c.whole != nil {
+		if c.whole.Parent() == nil && len(c.whole.Children()) > 0 {
+			errs = append(errs, c.whole.Unpartition())
+		}
+		errs = append(errs, c.whole.Unregister())
+	} else {
+		for _, row := range c.handles {
+			for _, h := range row {
+				if h != nil {
+					errs = append(errs, h.Unregister())
+				}
+			}
+		}
+	}
+	if c.matrix != nil {
+		errs = append(errs, core.Free(rt, c.matrix))
+	}
+	for _, row := range c.tiles {
+		for _, t := range row {
+			if t != nil {
+				errs = append(errs, core.Free(rt, t))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -21,7 +21,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	pluginDir = filepath.Join(tmp, "plugins")
-	for _, p := range []string{"driver-cpu", "sched-ws"} {
+	// Models and the bus model go to the test's directory, not $HOME.
+	os.Setenv("STARPU_PERF_MODEL_DIR", filepath.Join(tmp, "models"))
+	for _, p := range []string{"driver-cpu", "sched-ws", "driver-opencl"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(pluginDir, p), "../../plugins/"+p)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -37,8 +39,14 @@ func TestMain(m *testing.M) {
 // lastLine runs the command and parses its closing key=value line.
 func lastLine(t *testing.T, args ...string) map[string]string {
 	t.Helper()
+	return lastLineN(t, 2, args...)
+}
+
+// lastLineN runs the command with ncpu CPU workers.
+func lastLineN(t *testing.T, ncpu int, args ...string) map[string]string {
+	t.Helper()
 	var out bytes.Buffer
-	args = append(args, "--plugin-dir", pluginDir, "--ncpu", "2")
+	args = append(args, "--plugin-dir", pluginDir, "--ncpu", fmt.Sprint(ncpu))
 	if err := run(context.Background(), args, &out); err != nil {
 		t.Fatalf("starpu %s: %v\n%s", strings.Join(args, " "), err, out.String())
 	}
@@ -145,5 +153,30 @@ func TestCommandErrors(t *testing.T) {
 				t.Fatalf("error = %v, want one containing %q", err, c.msg)
 			}
 		})
+	}
+}
+
+// With pocl's OpenCL device enabled, the workloads run on a CPU worker and
+// an OpenCL worker with its own memory node, and stay verified; the
+// bandwidth benchmark measures both directions.
+func TestOpenCLWorkloads(t *testing.T) {
+	t.Setenv("STARPU_OPENCL_ON_CPUS", "1")
+	for _, args := range [][]string{
+		{"run", "vector-scal", "--size", "1000000", "--nparts", "16"},
+		{"run", "cholesky", "--size", "512", "--nblocks", "4", "--check"},
+	} {
+		if kv := lastLineN(t, 1, args...); kv["verified"] != "true" {
+			t.Errorf("starpu %s: %v", strings.Join(args, " "), kv)
+		}
+	}
+	kv := lastLineN(t, 1, "bench", "bandwidth", "--size", "4194304", "--reps", "2")
+	for _, k := range []string{"h2d_mbps", "d2h_mbps", "latency_us"} {
+		var v float64
+		if _, err := fmt.Sscan(kv[k], &v); err != nil || v <= 0 {
+			t.Errorf("bench bandwidth: %s = %q, want a positive number", k, kv[k])
+		}
+	}
+	if kv["device"] != "opencl_0" {
+		t.Errorf("bench bandwidth measured %q, want opencl_0", kv["device"])
 	}
 }

@@ -74,6 +74,14 @@ type Config struct {
 	// LogLevel is one of trace, debug, info, warn, error or off (default
 	// "warn").
 	LogLevel string
+	// Calibrate is StarPU's STARPU_CALIBRATE: 0 calibrates performance
+	// models until they are calibrated, 1 keeps calibrating, 2 drops the
+	// stored models and starts again.
+	Calibrate int
+	// ModelDir is where performance models and the bus model are stored;
+	// empty means $STARPU_PERF_MODEL_DIR, $STARPU_HOME/.starpu/sampling or
+	// $HOME/.starpu/sampling.
+	ModelDir string
 	// Plugins holds the per-plugin configuration blocks, keyed by plugin name
 	// as written in `plugin "driver-cpu" { ... }`.
 	Plugins map[string]Plugin
@@ -154,6 +162,9 @@ func (c *Config) Validate() error {
 	}
 	if !validLogLevel(c.LogLevel) {
 		errs = append(errs, fmt.Errorf("log_level: unknown level %q (want one of %s)", c.LogLevel, strings.Join(LogLevels, ", ")))
+	}
+	if c.Calibrate < 0 || c.Calibrate > 2 {
+		errs = append(errs, fmt.Errorf("calibrate: %d is invalid (want 0, 1 or 2)", c.Calibrate))
 	}
 	for _, k := range sortedKeys(c.Plugins) {
 		p := c.Plugins[k]

@@ -94,6 +94,11 @@ func TestParse(t *testing.T) {
 			c.Sched = "eager"
 			return c
 		}},
+		{"models", "a.hcl", "calibrate = 2\nmodel_dir = \"/tmp/models\"", func() *Config {
+			c := Default()
+			c.Calibrate, c.ModelDir = 2, "/tmp/models"
+			return c
+		}},
 		{"arena bytes", "a.hcl", `arena_size = 1048576`, func() *Config {
 			c := Default()
 			c.ArenaSize = 1 << 20

@@ -19,6 +19,8 @@ const (
 	EnvSpinIters  = "STARPU_SPIN_ITERS"  // polls before sleeping, >= 0
 	EnvArenaSize  = "STARPU_ARENA_SIZE"  // arena size, see ParseSize
 	EnvLogLevel   = "STARPU_LOG_LEVEL"   // trace|debug|info|warn|error|off
+	EnvCalibrate  = "STARPU_CALIBRATE"   // performance model calibration, 0..2
+	EnvModelDir   = "STARPU_PERF_MODEL_DIR"
 )
 
 // ApplyEnv overrides c's values with those of the StarPU environment
@@ -63,6 +65,10 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	integer(EnvQueueDepth, &n.QueueDepth, MinQueueDepth, MaxQueueDepth,
 		fmt.Sprintf("an integer in %d..%d", MinQueueDepth, MaxQueueDepth))
 	integer(EnvSpinIters, &n.SpinIters, 0, int(^uint(0)>>1), "an integer >= 0")
+	integer(EnvCalibrate, &n.Calibrate, 0, 2, "0, 1 or 2")
+	if v, ok := lookup(EnvModelDir); ok {
+		n.ModelDir = v
+	}
 	if v, ok := lookup(EnvArenaSize); ok {
 		if sz, err := ParseSize(v); err != nil {
 			bad(EnvArenaSize, getenv(EnvArenaSize), err.Error())

@@ -25,6 +25,8 @@ var fileSchema = &hcl.BodySchema{
 		{Name: "spin_iters"},
 		{Name: "arena_size"},
 		{Name: "log_level"},
+		{Name: "calibrate"},
+		{Name: "model_dir"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "plugin", LabelNames: []string{"name"}},
@@ -135,6 +137,10 @@ func (c *Config) decode(src []byte, filename string) hcl.Diagnostics {
 			c.SpinIters, d = intAttr(attr, val, 0, math.MaxInt, "an integer >= 0")
 		case "arena_size":
 			c.ArenaSize, d = sizeAttr(attr, val)
+		case "calibrate":
+			c.Calibrate, d = intAttr(attr, val, 0, 2, "0, 1 or 2")
+		case "model_dir":
+			c.ModelDir, d = stringAttr(attr, val)
 		}
 		if d != nil {
 			diags = append(diags, d)

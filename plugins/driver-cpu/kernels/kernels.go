@@ -60,6 +60,19 @@ func scalKernel[T float](name string, f func(int, T, []T, int) error) kernel.Fun
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		if len(ctx.Buffers) == 1 && ctx.Buffers[0].Interface == kernel.Matrix {
+			// A matrix (a tile of a bigger one, say) is scaled column by column.
+			m, err := matrix[T](name, ctx, 0, "x", true)
+			if err != nil {
+				return err
+			}
+			for j := 0; j < m.cols; j++ {
+				if err := f(m.rows, T(arg.Alpha), m.d[j*m.ld:j*m.ld+m.rows], 1); err != nil {
+					return wrap(name, err)
+				}
+			}
+			return nil
+		}
 		x, err := vector[T](name, ctx, 0, "x", true)
 		if err != nil {
 			return err

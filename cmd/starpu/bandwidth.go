@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/starpu-go/starpu/core"
+)
+
+// bandwidth measures transfers between RAM and every device memory node,
+// through the drivers' own copy path, and saves the result as the bus model
+// the schedulers use (like StarPU's bus calibration).
+func bandwidth(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench bandwidth", flag.ContinueOnError)
+	var rf runtimeFlags
+	rf.register(fs)
+	size := fs.Int("size", 64<<20, "bytes per large transfer")
+	reps := fs.Int("reps", 10, "large transfers per direction (the best counts)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *size <= 0 || *reps <= 0 {
+		return fmt.Errorf("bench bandwidth: --size and --reps must be positive")
+	}
+	rt, err := rf.start(ctx)
+	if err != nil {
+		return err
+	}
+	links, err := rt.MeasureBus(ctx, uint64(*size), *reps)
+	if ferr := rf.finish(rt); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	if len(links) == 0 {
+		msg := "bench bandwidth: no device memory node, only RAM"
+		for _, n := range rt.DriverNotes() {
+			msg += fmt.Sprintf("; %s: %s", n.Driver, n.Note)
+		}
+		return fmt.Errorf("%s", msg)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FROM\tTO\tMB/s\tLATENCY (us)")
+	for _, l := range links {
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\n", l.Src, l.Dst, l.MBps, l.LatencyUs)
+	}
+	tw.Flush()
+	// The key=value line gives the first device's figures.
+	var h2d, d2h core.BusLink
+	for _, l := range links {
+		if l.Src == "RAM" && h2d.Dst == "" {
+			h2d = l
+		}
+		if l.Dst == "RAM" && d2h.Src == "" {
+			d2h = l
+		}
+	}
+	kv(out, "bandwidth", map[string]any{"device": h2d.Dst, "size": *size, "h2d_mbps": h2d.MBps, "d2h_mbps": d2h.MBps,
+		"latency_us": (h2d.LatencyUs + d2h.LatencyUs) / 2, "links": len(links)})
+	return nil
+}
