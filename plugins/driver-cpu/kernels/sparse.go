@@ -68,21 +68,34 @@ func spmvKernel[T float](name string) kernel.Func {
 				off += copy(x[off:], b)
 			}
 		}
-		ncol := uint32(len(x))
+		// Subslices of equal length let the compiler drop the bounds
+		// checks of the inner loop; rowptr and colind are checked
+		// explicitly, with errors naming the bad entry.
+		fe, nnz := a.FirstEntry, a.NNZ
+		colind, nzval := a.ColInd[:nnz], a.NZVal[:nnz]
+		prev := a.RowPtr[0]
+		if prev < fe || prev-fe > nnz {
+			return fmt.Errorf("%s: rowptr[0] = %d outside [firstentry %d, firstentry+nnz %d]", name, prev, fe, fe+nnz)
+		}
 		for r := range y {
-			lo, hi, err := a.Row(r)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
+			next := a.RowPtr[r+1]
+			if next < prev || next-fe > nnz {
+				return fmt.Errorf("%s: rowptr[%d] = %d, rowptr[%d] = %d: want non-decreasing values up to firstentry+nnz %d",
+					name, r, prev, r+1, next, fe+nnz)
 			}
+			lo, hi := int(prev-fe), int(next-fe)
+			cs := colind[lo:hi]
+			vs := nzval[lo:hi]
+			vs = vs[:len(cs)]
 			var s T
-			for k := lo; k < hi; k++ {
-				c := a.ColInd[k]
-				if c >= ncol {
-					return fmt.Errorf("%s: colind[%d] = %d but x has %d elements", name, k, c, ncol)
+			for k, c := range cs {
+				if int(c) >= len(x) {
+					return fmt.Errorf("%s: colind[%d] = %d but x has %d elements", name, lo+k, c, len(x))
 				}
-				s += a.NZVal[k] * x[c]
+				s += vs[k] * x[int(c)]
 			}
 			y[r] = s
+			prev = next
 		}
 		return nil
 	}

@@ -140,7 +140,7 @@ func TestSpmvErrors(t *testing.T) {
 			v, _ := csr.View[float64](&b)
 			v.RowPtr[1] = 7
 			return []kernel.Buffer{b, vecBuffer(x, kernel.R), vecBuffer(y, kernel.W)}
-		}, "CSR rowptr[0..1] = 0..7 outside [firstentry 0, firstentry+nnz 3]"},
+		}, "rowptr[0] = 0, rowptr[1] = 7: want non-decreasing values up to firstentry+nnz 3"},
 	} {
 		err := f(&kernel.Context{Buffers: c.bufs()})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
