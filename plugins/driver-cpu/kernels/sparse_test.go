@@ -141,6 +141,12 @@ func TestSpmvErrors(t *testing.T) {
 			v.RowPtr[1] = 7
 			return []kernel.Buffer{b, vecBuffer(x, kernel.R), vecBuffer(y, kernel.W)}
 		}, "rowptr[0] = 0, rowptr[1] = 7: want non-decreasing values up to firstentry+nnz 3"},
+		{"rowptr start", func() []kernel.Buffer {
+			b := a()
+			v, _ := csr.View[float64](&b)
+			v.RowPtr[0] = 4
+			return []kernel.Buffer{b, vecBuffer(x, kernel.R), vecBuffer(y, kernel.W)}
+		}, "rowptr[0] = 4 outside [firstentry 0, firstentry+nnz 3]"},
 	} {
 		err := f(&kernel.Context{Buffers: c.bufs()})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
