@@ -3,12 +3,12 @@
 
 GO ?= go
 BIN := bin
-PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driver-opencl $(BIN)/plugins/sched-dmda $(BIN)/plugins/sched-eager
+PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driver-opencl $(BIN)/plugins/sched-dmda $(BIN)/plugins/sched-eager $(BIN)/plugins/iface-csr $(BIN)/plugins/iface-coo
 # Packages whose tests run under the race detector: the runtime and the
 # contracts. The plugins' and tools' tests run without it (cgo BLAS under
 # -race is slow and has no shared state to check).
 RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/... ./plugins/sched-dmda/...
-PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./cmd/... ./examples/...
+PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./cmd/... ./examples/...
 
 .PHONY: all build demo test setup bench
 all: build
@@ -20,6 +20,8 @@ build:
 	$(GO) build -o $(BIN)/plugins/driver-opencl ./plugins/driver-opencl
 	$(GO) build -o $(BIN)/plugins/sched-dmda ./plugins/sched-dmda
 	$(GO) build -o $(BIN)/plugins/sched-eager ./examples/sched-eager
+	$(GO) build -o $(BIN)/plugins/iface-csr ./plugins/iface-csr
+	$(GO) build -o $(BIN)/plugins/iface-coo ./plugins/iface-coo
 
 setup:
 	bash scripts/setup.sh

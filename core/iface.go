@@ -100,12 +100,15 @@ func (rt *Runtime) RegisterInterface(name string, meta []byte, parts [][]byte) (
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ifaceTimeout)
 	defer cancel()
-	desc, err := in.impl.Describe(ctx, meta)
+	desc, err := in.impl.Describe(ctx, meta, nil)
 	if err != nil {
 		if e := in.err("describe", err); errors.Is(e, ErrPluginCrashed) {
 			return nil, e
 		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidData, name, err)
+	}
+	if err := desc.Check(); err != nil {
+		return nil, in.err("describe", err)
 	}
 	if len(parts) != len(desc.Buffers) {
 		return nil, fmt.Errorf("%w: %s: %d parts given, the interface needs %d", ErrInvalidData, name, len(parts), len(desc.Buffers))
@@ -143,6 +146,19 @@ func (rt *Runtime) RegisterInterface(name string, meta []byte, parts [][]byte) (
 			}
 		}
 		h.copyHomeIn()
+		// The contents are the interface's to check (CSR: rowptr), now
+		// that they are in the arena.
+		spans := make([]base.Span, len(parts))
+		for i := range parts {
+			spans[i] = base.Span{Offset: s.Offset + offsets[i], Size: desc.Buffers[i]}
+		}
+		if _, err := in.impl.Describe(ctx, meta, spans); err != nil {
+			rt.arena.Free(s)
+			if e := in.err("describe", err); errors.Is(e, ErrPluginCrashed) {
+				return nil, e
+			}
+			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidData, name, err)
+		}
 	}
 	rt.track(h)
 	return h, nil

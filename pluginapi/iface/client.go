@@ -2,12 +2,14 @@ package iface
 
 import (
 	"context"
+	"fmt"
 
 	"google.golang.org/grpc"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	bproto "github.com/starpu-go/starpu/pluginapi/base/proto"
 	"github.com/starpu-go/starpu/pluginapi/iface/proto"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
 )
 
 // Client implements Interface over a gRPC connection to a data interface
@@ -34,17 +36,16 @@ func NewClient(conn grpc.ClientConnInterface, doneCtx context.Context, name stri
 }
 
 // Describe implements Interface.
-func (c *Client) Describe(ctx context.Context, meta []byte) (*Description, error) {
-	resp, err := c.client.Describe(ctx, &proto.DescribeRequest{Meta: meta})
+func (c *Client) Describe(ctx context.Context, meta []byte, parts []base.Span) (*Description, error) {
+	resp, err := c.client.Describe(ctx, &proto.DescribeRequest{Meta: meta, Parts: spansToProto(parts)})
 	if err != nil {
 		return nil, c.Err(ctx, err)
 	}
-	return &Description{
-		Name:      resp.GetName(),
-		Buffers:   resp.GetBuffers(),
-		Size:      resp.GetSize(),
-		Footprint: resp.GetFootprint(),
-	}, nil
+	if resp.GetDescription() == nil {
+		return nil, c.Err(ctx, fmt.Errorf("describe: the plugin sent no description"))
+	}
+	d := descriptionFromProto(resp.GetDescription())
+	return &d, nil
 }
 
 // CopyPlan implements Interface.
@@ -61,8 +62,8 @@ func (c *Client) CopyPlan(ctx context.Context, meta []byte) ([]Range, error) {
 }
 
 // Pack implements Interface.
-func (c *Client) Pack(ctx context.Context, meta []byte, buffers []base.Span, dst base.Span) (uint64, error) {
-	resp, err := c.client.Pack(ctx, &proto.PackRequest{Meta: meta, Buffers: spansToProto(buffers), Dst: base.SpanToProto(dst)})
+func (c *Client) Pack(ctx context.Context, meta []byte, parts []base.Span, dst base.Span) (uint64, error) {
+	resp, err := c.client.Pack(ctx, &proto.PackRequest{Meta: meta, Parts: spansToProto(parts), Dst: base.SpanToProto(dst)})
 	if err != nil {
 		return 0, c.Err(ctx, err)
 	}
@@ -70,8 +71,8 @@ func (c *Client) Pack(ctx context.Context, meta []byte, buffers []base.Span, dst
 }
 
 // Unpack implements Interface.
-func (c *Client) Unpack(ctx context.Context, meta []byte, src base.Span, buffers []base.Span) error {
-	_, err := c.client.Unpack(ctx, &proto.UnpackRequest{Meta: meta, Src: base.SpanToProto(src), Buffers: spansToProto(buffers)})
+func (c *Client) Unpack(ctx context.Context, meta []byte, src base.Span, parts []base.Span) error {
+	_, err := c.client.Unpack(ctx, &proto.UnpackRequest{Meta: meta, Src: base.SpanToProto(src), Parts: spansToProto(parts)})
 	return c.Err(ctx, err)
 }
 
@@ -91,6 +92,45 @@ func (c *Client) Display(ctx context.Context, meta []byte) (string, error) {
 		return "", c.Err(ctx, err)
 	}
 	return resp.GetText(), nil
+}
+
+// Partition implements Interface.
+func (c *Client) Partition(ctx context.Context, filter string, meta []byte, parts []base.Span, nparts int) ([]Child, error) {
+	resp, err := c.client.Partition(ctx, &proto.PartitionRequest{Filter: filter, Meta: meta, Parts: spansToProto(parts), Nparts: int64(nparts)})
+	if err != nil {
+		return nil, c.Err(ctx, err)
+	}
+	var out []Child
+	for _, ch := range resp.GetChildren() {
+		child := Child{Meta: ch.GetMeta(), Desc: descriptionFromProto(ch.GetDescription())}
+		for _, r := range ch.GetRanges() {
+			child.Ranges = append(child.Ranges, PartRange{
+				Part: int(r.GetPart()), Offset: r.GetOffset(),
+				ChildPart: int(r.GetChildPart()), ChildOffset: r.GetChildOffset(), Len: r.GetLen(),
+			})
+		}
+		out = append(out, child)
+	}
+	return out, nil
+}
+
+func descriptionToProto(d *Description) *proto.Description {
+	l := d.Layout
+	return &proto.Description{
+		Name: d.Name, Buffers: d.Buffers, Size: d.Size, Footprint: d.Footprint, AllocFootprint: d.AllocFootprint,
+		Layout: &proto.Layout{Interface: uint32(l.Interface), ElemSize: l.ElemSize, Nx: l.NX, Ny: l.NY, Nz: l.NZ, Ld: l.LD, Ldz: l.LDZ},
+	}
+}
+
+func descriptionFromProto(d *proto.Description) Description {
+	l := d.GetLayout()
+	return Description{
+		Name: d.GetName(), Buffers: d.GetBuffers(), Size: d.GetSize(), Footprint: d.GetFootprint(), AllocFootprint: d.GetAllocFootprint(),
+		Layout: kernel.Layout{
+			Interface: kernel.InterfaceID(l.GetInterface()), ElemSize: l.GetElemSize(),
+			NX: l.GetNx(), NY: l.GetNy(), NZ: l.GetNz(), LD: l.GetLd(), LDZ: l.GetLdz(),
+		},
+	}
 }
 
 func spansToProto(spans []base.Span) []*bproto.Span {

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
 )
 
 // recIface records what it is sent and answers what the test sets.
@@ -18,6 +19,9 @@ type recIface struct {
 	err        error
 	desc       *Description
 	plan       []Range
+	children   []Child
+	filter     string
+	nparts     int
 	meta, a, b []byte
 	buffers    []base.Span
 	src, dst   base.Span
@@ -31,8 +35,8 @@ func (r *recIface) PluginInfo(context.Context) (*base.Info, error) {
 }
 func (r *recIface) ConfigSchema(context.Context) (*base.Schema, error) { return &base.Schema{}, r.err }
 func (r *recIface) SetConfig(context.Context, base.Config) error       { return r.err }
-func (r *recIface) Describe(_ context.Context, meta []byte) (*Description, error) {
-	r.meta = meta
+func (r *recIface) Describe(_ context.Context, meta []byte, parts []base.Span) (*Description, error) {
+	r.meta, r.buffers = meta, parts
 	return r.desc, r.err
 }
 func (r *recIface) CopyPlan(_ context.Context, meta []byte) ([]Range, error) {
@@ -55,13 +59,23 @@ func (r *recIface) Display(_ context.Context, meta []byte) (string, error) {
 	r.meta = meta
 	return r.display, r.err
 }
+func (r *recIface) Partition(_ context.Context, filter string, meta []byte, parts []base.Span, nparts int) ([]Child, error) {
+	r.filter, r.meta, r.buffers, r.nparts = filter, meta, parts, nparts
+	return r.children, r.err
+}
 
 func exercise(t *testing.T, i Interface, rec *recIface, remote bool) {
 	ctx := context.Background()
 	meta := []byte{0, 1, 2, 255}
-	rec.desc = &Description{Name: "csr", Buffers: []uint64{8, 1 << 40, 0}, Size: 1<<40 + 8, Footprint: 0xdeadbeef}
-	if d, err := i.Describe(ctx, meta); err != nil || !reflect.DeepEqual(d, rec.desc) || !reflect.DeepEqual(rec.meta, meta) {
-		t.Fatalf("Describe = %+v, %v; interface got %v", d, err, rec.meta)
+	rec.desc = &Description{Name: "csr", Buffers: []uint64{8, 1 << 40, 0}, Size: 1<<40 + 8, Footprint: 0xdeadbeef,
+		AllocFootprint: 7, Layout: kernel.Layout{ElemSize: 8, NX: 1, NY: 2, NZ: 3, LD: 1<<40 + 64, LDZ: 5}}
+	parts := []base.Span{{Offset: 64, Size: 8}, {Offset: 128, Size: 1 << 40}}
+	if d, err := i.Describe(ctx, meta, parts); err != nil || !reflect.DeepEqual(d, rec.desc) || !reflect.DeepEqual(rec.meta, meta) ||
+		!reflect.DeepEqual(rec.buffers, parts) {
+		t.Fatalf("Describe = %+v, %v; interface got %v %v", d, err, rec.meta, rec.buffers)
+	}
+	if _, err := i.Describe(ctx, meta, nil); err != nil || rec.buffers != nil {
+		t.Fatalf("Describe without parts: %v; interface got %v", err, rec.buffers)
 	}
 	rec.plan = []Range{{Buffer: 0, Offset: 0, Len: 8}, {Buffer: 2, Offset: 1 << 33, Len: 1}}
 	if p, err := i.CopyPlan(ctx, meta); err != nil || !reflect.DeepEqual(p, rec.plan) {
@@ -86,6 +100,14 @@ func exercise(t *testing.T, i Interface, rec *recIface, remote bool) {
 	if s, err := i.Display(ctx, meta); err != nil || s != rec.display {
 		t.Fatalf("Display = %q, %v", s, err)
 	}
+	rec.children = []Child{
+		{Meta: []byte{1}, Desc: *rec.desc, Ranges: []PartRange{{Part: 1, Offset: 2, ChildPart: 0, ChildOffset: 4, Len: 5}}},
+		{Meta: []byte{2}, Desc: Description{Name: "csr", Buffers: []uint64{0}}},
+	}
+	if c, err := i.Partition(ctx, "rows", meta, bufs, 2); err != nil || !reflect.DeepEqual(c, rec.children) ||
+		rec.filter != "rows" || rec.nparts != 2 || !reflect.DeepEqual(rec.buffers, bufs) {
+		t.Fatalf("Partition = %+v, %v; interface got %q %d %v", c, err, rec.filter, rec.nparts, rec.buffers)
+	}
 
 	rec.err = errors.New(`bad metadata field "nnz"`)
 	want := rec.err.Error()
@@ -93,12 +115,13 @@ func exercise(t *testing.T, i Interface, rec *recIface, remote bool) {
 		want = "plugin iface-rec: " + want
 	}
 	for name, err := range map[string]error{
-		"Describe": errOf(i.Describe(ctx, meta)),
-		"CopyPlan": errOf(i.CopyPlan(ctx, meta)),
-		"Pack":     errOf(i.Pack(ctx, meta, bufs, dst)),
-		"Unpack":   i.Unpack(ctx, meta, dst, bufs),
-		"Compare":  errOf(i.Compare(ctx, meta, meta)),
-		"Display":  errOf(i.Display(ctx, meta)),
+		"Describe":  errOf(i.Describe(ctx, meta, nil)),
+		"Partition": errOf(i.Partition(ctx, "rows", meta, nil, 2)),
+		"CopyPlan":  errOf(i.CopyPlan(ctx, meta)),
+		"Pack":      errOf(i.Pack(ctx, meta, bufs, dst)),
+		"Unpack":    i.Unpack(ctx, meta, dst, bufs),
+		"Compare":   errOf(i.Compare(ctx, meta, meta)),
+		"Display":   errOf(i.Display(ctx, meta)),
 	} {
 		var re *base.RemoteError
 		if err == nil || err.Error() != want || remote != errors.As(err, &re) {
@@ -126,7 +149,7 @@ func TestIfaceGRPC(t *testing.T) {
 
 	ctx := context.Background()
 	rec.desc = nil
-	if _, err := i.Describe(ctx, nil); err == nil || !strings.Contains(err.Error(), "no description") {
+	if _, err := i.Describe(ctx, nil, nil); err == nil || !strings.Contains(err.Error(), "no description") {
 		t.Fatalf("nil description: %v", err)
 	}
 	rec.plan = nil
@@ -155,8 +178,14 @@ func TestIfaceEveryField(t *testing.T) {
 	var d Description
 	fill.Fill(&d)
 	rec.desc = &d
-	if got, err := i.Describe(ctx, nil); err != nil || !reflect.DeepEqual(*got, d) {
+	if got, err := i.Describe(ctx, nil, nil); err != nil || !reflect.DeepEqual(*got, d) {
 		t.Fatalf("Describe:\n got %+v, %v\nwant %+v", got, err, d)
+	}
+	var children struct{ C []Child }
+	fill.Fill(&children)
+	rec.children = children.C
+	if got, err := i.Partition(ctx, "f", nil, nil, 1); err != nil || !reflect.DeepEqual(got, children.C) {
+		t.Fatalf("Partition:\n got %+v, %v\nwant %+v", got, err, children.C)
 	}
 	var plan struct{ R []Range }
 	fill.Fill(&plan)

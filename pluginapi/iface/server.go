@@ -2,6 +2,7 @@ package iface
 
 import (
 	"context"
+	"math"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -24,14 +25,14 @@ func NewServer(impl Interface) *Server { return &Server{Impl: impl} }
 
 // Describe implements proto.InterfaceServer.
 func (s *Server) Describe(ctx context.Context, req *proto.DescribeRequest) (*proto.DescribeResponse, error) {
-	d, err := s.Impl.Describe(ctx, req.GetMeta())
+	d, err := s.Impl.Describe(ctx, req.GetMeta(), spansFromProto(req.GetParts()))
 	if err != nil {
 		return nil, base.StatusError(err)
 	}
 	if d == nil {
 		return nil, status.Error(codes.Internal, "Describe returned no description")
 	}
-	return &proto.DescribeResponse{Name: d.Name, Buffers: d.Buffers, Size: d.Size, Footprint: d.Footprint}, nil
+	return &proto.DescribeResponse{Description: descriptionToProto(d)}, nil
 }
 
 // CopyPlan implements proto.InterfaceServer.
@@ -49,7 +50,7 @@ func (s *Server) CopyPlan(ctx context.Context, req *proto.CopyPlanRequest) (*pro
 
 // Pack implements proto.InterfaceServer.
 func (s *Server) Pack(ctx context.Context, req *proto.PackRequest) (*proto.PackResponse, error) {
-	n, err := s.Impl.Pack(ctx, req.GetMeta(), spansFromProto(req.GetBuffers()), base.SpanFromProto(req.GetDst()))
+	n, err := s.Impl.Pack(ctx, req.GetMeta(), spansFromProto(req.GetParts()), base.SpanFromProto(req.GetDst()))
 	if err != nil {
 		return nil, base.StatusError(err)
 	}
@@ -58,7 +59,7 @@ func (s *Server) Pack(ctx context.Context, req *proto.PackRequest) (*proto.PackR
 
 // Unpack implements proto.InterfaceServer.
 func (s *Server) Unpack(ctx context.Context, req *proto.UnpackRequest) (*proto.UnpackResponse, error) {
-	if err := s.Impl.Unpack(ctx, req.GetMeta(), base.SpanFromProto(req.GetSrc()), spansFromProto(req.GetBuffers())); err != nil {
+	if err := s.Impl.Unpack(ctx, req.GetMeta(), base.SpanFromProto(req.GetSrc()), spansFromProto(req.GetParts())); err != nil {
 		return nil, base.StatusError(err)
 	}
 	return &proto.UnpackResponse{}, nil
@@ -80,4 +81,28 @@ func (s *Server) Display(ctx context.Context, req *proto.DisplayRequest) (*proto
 		return nil, base.StatusError(err)
 	}
 	return &proto.DisplayResponse{Text: text}, nil
+}
+
+// Partition implements proto.InterfaceServer.
+func (s *Server) Partition(ctx context.Context, req *proto.PartitionRequest) (*proto.PartitionResponse, error) {
+	nparts := req.GetNparts()
+	if nparts < 0 || nparts > math.MaxInt32 {
+		return nil, status.Errorf(codes.InvalidArgument, "partition: %d parts", nparts)
+	}
+	children, err := s.Impl.Partition(ctx, req.GetFilter(), req.GetMeta(), spansFromProto(req.GetParts()), int(nparts))
+	if err != nil {
+		return nil, base.StatusError(err)
+	}
+	resp := &proto.PartitionResponse{}
+	for i := range children {
+		ch := &children[i]
+		pc := &proto.Child{Meta: ch.Meta, Description: descriptionToProto(&ch.Desc)}
+		for _, r := range ch.Ranges {
+			pc.Ranges = append(pc.Ranges, &proto.PartRange{
+				Part: int64(r.Part), Offset: r.Offset, ChildPart: int64(r.ChildPart), ChildOffset: r.ChildOffset, Len: r.Len,
+			})
+		}
+		resp.Children = append(resp.Children, pc)
+	}
+	return resp, nil
 }

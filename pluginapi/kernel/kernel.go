@@ -15,7 +15,9 @@ import (
 type InterfaceID uint8
 
 // The built-in data interfaces. Plugin interfaces (CSR, ...) use IDs from
-// FirstPluginInterface up and describe their buffers as vectors of bytes.
+// FirstPluginInterface up; their layout's LD is the length in bytes of the
+// region holding the datum's parts, the other fields are theirs to define
+// (see package iface).
 const (
 	Void InterfaceID = iota
 	Variable
@@ -98,6 +100,9 @@ func (l Layout) Len() uint64 {
 			return 0
 		}
 		return ((l.NZ-1)*l.LDZ + (l.NY-1)*l.LD + l.NX) * uint64(l.ElemSize)
+	}
+	if l.Interface >= FirstPluginInterface {
+		return l.LD
 	}
 	return l.NX * uint64(l.ElemSize)
 }

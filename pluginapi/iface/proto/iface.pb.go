@@ -27,8 +27,11 @@ const (
 )
 
 type DescribeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Meta          []byte                 `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Meta  []byte                 `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	// parts are the datum's parts in the arena, or empty to check the
+	// metadata alone.
+	Parts         []*proto.Span `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -70,20 +73,201 @@ func (x *DescribeRequest) GetMeta() []byte {
 	return nil
 }
 
-// DescribeResponse mirrors iface.Description.
+func (x *DescribeRequest) GetParts() []*proto.Span {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+// Layout mirrors kernel.Layout: what kernels learn about a datum.
+type Layout struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Interface     uint32                 `protobuf:"varint,1,opt,name=interface,proto3" json:"interface,omitempty"`
+	ElemSize      uint32                 `protobuf:"varint,2,opt,name=elem_size,json=elemSize,proto3" json:"elem_size,omitempty"`
+	Nx            uint64                 `protobuf:"varint,3,opt,name=nx,proto3" json:"nx,omitempty"`
+	Ny            uint64                 `protobuf:"varint,4,opt,name=ny,proto3" json:"ny,omitempty"`
+	Nz            uint64                 `protobuf:"varint,5,opt,name=nz,proto3" json:"nz,omitempty"`
+	Ld            uint64                 `protobuf:"varint,6,opt,name=ld,proto3" json:"ld,omitempty"`
+	Ldz           uint64                 `protobuf:"varint,7,opt,name=ldz,proto3" json:"ldz,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Layout) Reset() {
+	*x = Layout{}
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Layout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Layout) ProtoMessage() {}
+
+func (x *Layout) ProtoReflect() protoreflect.Message {
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Layout.ProtoReflect.Descriptor instead.
+func (*Layout) Descriptor() ([]byte, []int) {
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Layout) GetInterface() uint32 {
+	if x != nil {
+		return x.Interface
+	}
+	return 0
+}
+
+func (x *Layout) GetElemSize() uint32 {
+	if x != nil {
+		return x.ElemSize
+	}
+	return 0
+}
+
+func (x *Layout) GetNx() uint64 {
+	if x != nil {
+		return x.Nx
+	}
+	return 0
+}
+
+func (x *Layout) GetNy() uint64 {
+	if x != nil {
+		return x.Ny
+	}
+	return 0
+}
+
+func (x *Layout) GetNz() uint64 {
+	if x != nil {
+		return x.Nz
+	}
+	return 0
+}
+
+func (x *Layout) GetLd() uint64 {
+	if x != nil {
+		return x.Ld
+	}
+	return 0
+}
+
+func (x *Layout) GetLdz() uint64 {
+	if x != nil {
+		return x.Ldz
+	}
+	return 0
+}
+
+// Description mirrors iface.Description.
+type Description struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Buffers        []uint64               `protobuf:"varint,2,rep,packed,name=buffers,proto3" json:"buffers,omitempty"`
+	Size           uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Footprint      uint32                 `protobuf:"varint,4,opt,name=footprint,proto3" json:"footprint,omitempty"`
+	AllocFootprint uint32                 `protobuf:"varint,5,opt,name=alloc_footprint,json=allocFootprint,proto3" json:"alloc_footprint,omitempty"`
+	Layout         *Layout                `protobuf:"bytes,6,opt,name=layout,proto3" json:"layout,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Description) Reset() {
+	*x = Description{}
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Description) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Description) ProtoMessage() {}
+
+func (x *Description) ProtoReflect() protoreflect.Message {
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Description.ProtoReflect.Descriptor instead.
+func (*Description) Descriptor() ([]byte, []int) {
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Description) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Description) GetBuffers() []uint64 {
+	if x != nil {
+		return x.Buffers
+	}
+	return nil
+}
+
+func (x *Description) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Description) GetFootprint() uint32 {
+	if x != nil {
+		return x.Footprint
+	}
+	return 0
+}
+
+func (x *Description) GetAllocFootprint() uint32 {
+	if x != nil {
+		return x.AllocFootprint
+	}
+	return 0
+}
+
+func (x *Description) GetLayout() *Layout {
+	if x != nil {
+		return x.Layout
+	}
+	return nil
+}
+
 type DescribeResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Buffers       []uint64               `protobuf:"varint,2,rep,packed,name=buffers,proto3" json:"buffers,omitempty"`
-	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	Footprint     uint32                 `protobuf:"varint,4,opt,name=footprint,proto3" json:"footprint,omitempty"`
+	Description   *Description           `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[1]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -95,7 +279,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[1]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -108,35 +292,14 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{1}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *DescribeResponse) GetName() string {
+func (x *DescribeResponse) GetDescription() *Description {
 	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *DescribeResponse) GetBuffers() []uint64 {
-	if x != nil {
-		return x.Buffers
+		return x.Description
 	}
 	return nil
-}
-
-func (x *DescribeResponse) GetSize() uint64 {
-	if x != nil {
-		return x.Size
-	}
-	return 0
-}
-
-func (x *DescribeResponse) GetFootprint() uint32 {
-	if x != nil {
-		return x.Footprint
-	}
-	return 0
 }
 
 type CopyPlanRequest struct {
@@ -148,7 +311,7 @@ type CopyPlanRequest struct {
 
 func (x *CopyPlanRequest) Reset() {
 	*x = CopyPlanRequest{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[2]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +323,7 @@ func (x *CopyPlanRequest) String() string {
 func (*CopyPlanRequest) ProtoMessage() {}
 
 func (x *CopyPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[2]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +336,7 @@ func (x *CopyPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyPlanRequest.ProtoReflect.Descriptor instead.
 func (*CopyPlanRequest) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{2}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CopyPlanRequest) GetMeta() []byte {
@@ -195,7 +358,7 @@ type Range struct {
 
 func (x *Range) Reset() {
 	*x = Range{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[3]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -207,7 +370,7 @@ func (x *Range) String() string {
 func (*Range) ProtoMessage() {}
 
 func (x *Range) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[3]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -220,7 +383,7 @@ func (x *Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Range.ProtoReflect.Descriptor instead.
 func (*Range) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{3}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Range) GetBuffer() int64 {
@@ -253,7 +416,7 @@ type CopyPlanResponse struct {
 
 func (x *CopyPlanResponse) Reset() {
 	*x = CopyPlanResponse{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[4]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +428,7 @@ func (x *CopyPlanResponse) String() string {
 func (*CopyPlanResponse) ProtoMessage() {}
 
 func (x *CopyPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[4]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +441,7 @@ func (x *CopyPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyPlanResponse.ProtoReflect.Descriptor instead.
 func (*CopyPlanResponse) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{4}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CopyPlanResponse) GetRanges() []*Range {
@@ -291,7 +454,7 @@ func (x *CopyPlanResponse) GetRanges() []*Range {
 type PackRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Meta          []byte                 `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
-	Buffers       []*proto.Span          `protobuf:"bytes,2,rep,name=buffers,proto3" json:"buffers,omitempty"`
+	Parts         []*proto.Span          `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
 	Dst           *proto.Span            `protobuf:"bytes,3,opt,name=dst,proto3" json:"dst,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -299,7 +462,7 @@ type PackRequest struct {
 
 func (x *PackRequest) Reset() {
 	*x = PackRequest{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[5]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +474,7 @@ func (x *PackRequest) String() string {
 func (*PackRequest) ProtoMessage() {}
 
 func (x *PackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[5]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +487,7 @@ func (x *PackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PackRequest.ProtoReflect.Descriptor instead.
 func (*PackRequest) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{5}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PackRequest) GetMeta() []byte {
@@ -334,9 +497,9 @@ func (x *PackRequest) GetMeta() []byte {
 	return nil
 }
 
-func (x *PackRequest) GetBuffers() []*proto.Span {
+func (x *PackRequest) GetParts() []*proto.Span {
 	if x != nil {
-		return x.Buffers
+		return x.Parts
 	}
 	return nil
 }
@@ -358,7 +521,7 @@ type PackResponse struct {
 
 func (x *PackResponse) Reset() {
 	*x = PackResponse{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[6]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +533,7 @@ func (x *PackResponse) String() string {
 func (*PackResponse) ProtoMessage() {}
 
 func (x *PackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[6]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +546,7 @@ func (x *PackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PackResponse.ProtoReflect.Descriptor instead.
 func (*PackResponse) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{6}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PackResponse) GetLen() uint64 {
@@ -397,14 +560,14 @@ type UnpackRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Meta          []byte                 `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
 	Src           *proto.Span            `protobuf:"bytes,2,opt,name=src,proto3" json:"src,omitempty"`
-	Buffers       []*proto.Span          `protobuf:"bytes,3,rep,name=buffers,proto3" json:"buffers,omitempty"`
+	Parts         []*proto.Span          `protobuf:"bytes,3,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UnpackRequest) Reset() {
 	*x = UnpackRequest{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[7]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +579,7 @@ func (x *UnpackRequest) String() string {
 func (*UnpackRequest) ProtoMessage() {}
 
 func (x *UnpackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[7]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +592,7 @@ func (x *UnpackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpackRequest.ProtoReflect.Descriptor instead.
 func (*UnpackRequest) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{7}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UnpackRequest) GetMeta() []byte {
@@ -446,9 +609,9 @@ func (x *UnpackRequest) GetSrc() *proto.Span {
 	return nil
 }
 
-func (x *UnpackRequest) GetBuffers() []*proto.Span {
+func (x *UnpackRequest) GetParts() []*proto.Span {
 	if x != nil {
-		return x.Buffers
+		return x.Parts
 	}
 	return nil
 }
@@ -461,7 +624,7 @@ type UnpackResponse struct {
 
 func (x *UnpackResponse) Reset() {
 	*x = UnpackResponse{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[8]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -473,7 +636,7 @@ func (x *UnpackResponse) String() string {
 func (*UnpackResponse) ProtoMessage() {}
 
 func (x *UnpackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[8]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -486,7 +649,7 @@ func (x *UnpackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpackResponse.ProtoReflect.Descriptor instead.
 func (*UnpackResponse) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{8}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{10}
 }
 
 type CompareRequest struct {
@@ -499,7 +662,7 @@ type CompareRequest struct {
 
 func (x *CompareRequest) Reset() {
 	*x = CompareRequest{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[9]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +674,7 @@ func (x *CompareRequest) String() string {
 func (*CompareRequest) ProtoMessage() {}
 
 func (x *CompareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[9]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +687,7 @@ func (x *CompareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRequest.ProtoReflect.Descriptor instead.
 func (*CompareRequest) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{9}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CompareRequest) GetA() []byte {
@@ -550,7 +713,7 @@ type CompareResponse struct {
 
 func (x *CompareResponse) Reset() {
 	*x = CompareResponse{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[10]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +725,7 @@ func (x *CompareResponse) String() string {
 func (*CompareResponse) ProtoMessage() {}
 
 func (x *CompareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[10]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +738,7 @@ func (x *CompareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareResponse.ProtoReflect.Descriptor instead.
 func (*CompareResponse) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{10}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CompareResponse) GetEqual() bool {
@@ -594,7 +757,7 @@ type DisplayRequest struct {
 
 func (x *DisplayRequest) Reset() {
 	*x = DisplayRequest{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[11]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +769,7 @@ func (x *DisplayRequest) String() string {
 func (*DisplayRequest) ProtoMessage() {}
 
 func (x *DisplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[11]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +782,7 @@ func (x *DisplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisplayRequest.ProtoReflect.Descriptor instead.
 func (*DisplayRequest) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{11}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DisplayRequest) GetMeta() []byte {
@@ -638,7 +801,7 @@ type DisplayResponse struct {
 
 func (x *DisplayResponse) Reset() {
 	*x = DisplayResponse{}
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[12]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +813,7 @@ func (x *DisplayResponse) String() string {
 func (*DisplayResponse) ProtoMessage() {}
 
 func (x *DisplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[12]
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +826,7 @@ func (x *DisplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisplayResponse.ProtoReflect.Descriptor instead.
 func (*DisplayResponse) Descriptor() ([]byte, []int) {
-	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{12}
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DisplayResponse) GetText() string {
@@ -673,18 +836,281 @@ func (x *DisplayResponse) GetText() string {
 	return ""
 }
 
+type PartitionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        string                 `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	Meta          []byte                 `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	Parts         []*proto.Span          `protobuf:"bytes,3,rep,name=parts,proto3" json:"parts,omitempty"`
+	Nparts        int64                  `protobuf:"varint,4,opt,name=nparts,proto3" json:"nparts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionRequest) Reset() {
+	*x = PartitionRequest{}
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionRequest) ProtoMessage() {}
+
+func (x *PartitionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionRequest.ProtoReflect.Descriptor instead.
+func (*PartitionRequest) Descriptor() ([]byte, []int) {
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PartitionRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *PartitionRequest) GetMeta() []byte {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *PartitionRequest) GetParts() []*proto.Span {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *PartitionRequest) GetNparts() int64 {
+	if x != nil {
+		return x.Nparts
+	}
+	return 0
+}
+
+// PartRange mirrors iface.PartRange.
+type PartRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Part          int64                  `protobuf:"varint,1,opt,name=part,proto3" json:"part,omitempty"`
+	Offset        uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	ChildPart     int64                  `protobuf:"varint,3,opt,name=child_part,json=childPart,proto3" json:"child_part,omitempty"`
+	ChildOffset   uint64                 `protobuf:"varint,4,opt,name=child_offset,json=childOffset,proto3" json:"child_offset,omitempty"`
+	Len           uint64                 `protobuf:"varint,5,opt,name=len,proto3" json:"len,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartRange) Reset() {
+	*x = PartRange{}
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartRange) ProtoMessage() {}
+
+func (x *PartRange) ProtoReflect() protoreflect.Message {
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartRange.ProtoReflect.Descriptor instead.
+func (*PartRange) Descriptor() ([]byte, []int) {
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PartRange) GetPart() int64 {
+	if x != nil {
+		return x.Part
+	}
+	return 0
+}
+
+func (x *PartRange) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *PartRange) GetChildPart() int64 {
+	if x != nil {
+		return x.ChildPart
+	}
+	return 0
+}
+
+func (x *PartRange) GetChildOffset() uint64 {
+	if x != nil {
+		return x.ChildOffset
+	}
+	return 0
+}
+
+func (x *PartRange) GetLen() uint64 {
+	if x != nil {
+		return x.Len
+	}
+	return 0
+}
+
+// Child mirrors iface.Child.
+type Child struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Meta          []byte                 `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
+	Description   *Description           `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	Ranges        []*PartRange           `protobuf:"bytes,3,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Child) Reset() {
+	*x = Child{}
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Child) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Child) ProtoMessage() {}
+
+func (x *Child) ProtoReflect() protoreflect.Message {
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Child.ProtoReflect.Descriptor instead.
+func (*Child) Descriptor() ([]byte, []int) {
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Child) GetMeta() []byte {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *Child) GetDescription() *Description {
+	if x != nil {
+		return x.Description
+	}
+	return nil
+}
+
+func (x *Child) GetRanges() []*PartRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+type PartitionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Children      []*Child               `protobuf:"bytes,1,rep,name=children,proto3" json:"children,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionResponse) Reset() {
+	*x = PartitionResponse{}
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionResponse) ProtoMessage() {}
+
+func (x *PartitionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pluginapi_iface_proto_iface_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionResponse.ProtoReflect.Descriptor instead.
+func (*PartitionResponse) Descriptor() ([]byte, []int) {
+	return file_pluginapi_iface_proto_iface_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PartitionResponse) GetChildren() []*Child {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
 var File_pluginapi_iface_proto_iface_proto protoreflect.FileDescriptor
 
 const file_pluginapi_iface_proto_iface_proto_rawDesc = "" +
 	"\n" +
-	"!pluginapi/iface/proto/iface.proto\x12\x14starpu.plugins.iface\x1a\x1fpluginapi/base/proto/base.proto\"%\n" +
+	"!pluginapi/iface/proto/iface.proto\x12\x14starpu.plugins.iface\x1a\x1fpluginapi/base/proto/base.proto\"V\n" +
 	"\x0fDescribeRequest\x12\x12\n" +
-	"\x04meta\x18\x01 \x01(\fR\x04meta\"r\n" +
-	"\x10DescribeResponse\x12\x12\n" +
+	"\x04meta\x18\x01 \x01(\fR\x04meta\x12/\n" +
+	"\x05parts\x18\x02 \x03(\v2\x19.starpu.plugins.base.SpanR\x05parts\"\x95\x01\n" +
+	"\x06Layout\x12\x1c\n" +
+	"\tinterface\x18\x01 \x01(\rR\tinterface\x12\x1b\n" +
+	"\telem_size\x18\x02 \x01(\rR\belemSize\x12\x0e\n" +
+	"\x02nx\x18\x03 \x01(\x04R\x02nx\x12\x0e\n" +
+	"\x02ny\x18\x04 \x01(\x04R\x02ny\x12\x0e\n" +
+	"\x02nz\x18\x05 \x01(\x04R\x02nz\x12\x0e\n" +
+	"\x02ld\x18\x06 \x01(\x04R\x02ld\x12\x10\n" +
+	"\x03ldz\x18\a \x01(\x04R\x03ldz\"\xcc\x01\n" +
+	"\vDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\abuffers\x18\x02 \x03(\x04R\abuffers\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x1c\n" +
-	"\tfootprint\x18\x04 \x01(\rR\tfootprint\"%\n" +
+	"\tfootprint\x18\x04 \x01(\rR\tfootprint\x12'\n" +
+	"\x0falloc_footprint\x18\x05 \x01(\rR\x0eallocFootprint\x124\n" +
+	"\x06layout\x18\x06 \x01(\v2\x1c.starpu.plugins.iface.LayoutR\x06layout\"W\n" +
+	"\x10DescribeResponse\x12C\n" +
+	"\vdescription\x18\x01 \x01(\v2!.starpu.plugins.iface.DescriptionR\vdescription\"%\n" +
 	"\x0fCopyPlanRequest\x12\x12\n" +
 	"\x04meta\x18\x01 \x01(\fR\x04meta\"I\n" +
 	"\x05Range\x12\x16\n" +
@@ -692,17 +1118,17 @@ const file_pluginapi_iface_proto_iface_proto_rawDesc = "" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x10\n" +
 	"\x03len\x18\x03 \x01(\x04R\x03len\"G\n" +
 	"\x10CopyPlanResponse\x123\n" +
-	"\x06ranges\x18\x01 \x03(\v2\x1b.starpu.plugins.iface.RangeR\x06ranges\"\x83\x01\n" +
+	"\x06ranges\x18\x01 \x03(\v2\x1b.starpu.plugins.iface.RangeR\x06ranges\"\x7f\n" +
 	"\vPackRequest\x12\x12\n" +
-	"\x04meta\x18\x01 \x01(\fR\x04meta\x123\n" +
-	"\abuffers\x18\x02 \x03(\v2\x19.starpu.plugins.base.SpanR\abuffers\x12+\n" +
+	"\x04meta\x18\x01 \x01(\fR\x04meta\x12/\n" +
+	"\x05parts\x18\x02 \x03(\v2\x19.starpu.plugins.base.SpanR\x05parts\x12+\n" +
 	"\x03dst\x18\x03 \x01(\v2\x19.starpu.plugins.base.SpanR\x03dst\" \n" +
 	"\fPackResponse\x12\x10\n" +
-	"\x03len\x18\x01 \x01(\x04R\x03len\"\x85\x01\n" +
+	"\x03len\x18\x01 \x01(\x04R\x03len\"\x81\x01\n" +
 	"\rUnpackRequest\x12\x12\n" +
 	"\x04meta\x18\x01 \x01(\fR\x04meta\x12+\n" +
-	"\x03src\x18\x02 \x01(\v2\x19.starpu.plugins.base.SpanR\x03src\x123\n" +
-	"\abuffers\x18\x03 \x03(\v2\x19.starpu.plugins.base.SpanR\abuffers\"\x10\n" +
+	"\x03src\x18\x02 \x01(\v2\x19.starpu.plugins.base.SpanR\x03src\x12/\n" +
+	"\x05parts\x18\x03 \x03(\v2\x19.starpu.plugins.base.SpanR\x05parts\"\x10\n" +
 	"\x0eUnpackResponse\",\n" +
 	"\x0eCompareRequest\x12\f\n" +
 	"\x01a\x18\x01 \x01(\fR\x01a\x12\f\n" +
@@ -712,14 +1138,33 @@ const file_pluginapi_iface_proto_iface_proto_rawDesc = "" +
 	"\x0eDisplayRequest\x12\x12\n" +
 	"\x04meta\x18\x01 \x01(\fR\x04meta\"%\n" +
 	"\x0fDisplayResponse\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text2\x95\x04\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"\x87\x01\n" +
+	"\x10PartitionRequest\x12\x16\n" +
+	"\x06filter\x18\x01 \x01(\tR\x06filter\x12\x12\n" +
+	"\x04meta\x18\x02 \x01(\fR\x04meta\x12/\n" +
+	"\x05parts\x18\x03 \x03(\v2\x19.starpu.plugins.base.SpanR\x05parts\x12\x16\n" +
+	"\x06nparts\x18\x04 \x01(\x03R\x06nparts\"\x8b\x01\n" +
+	"\tPartRange\x12\x12\n" +
+	"\x04part\x18\x01 \x01(\x03R\x04part\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x1d\n" +
+	"\n" +
+	"child_part\x18\x03 \x01(\x03R\tchildPart\x12!\n" +
+	"\fchild_offset\x18\x04 \x01(\x04R\vchildOffset\x12\x10\n" +
+	"\x03len\x18\x05 \x01(\x04R\x03len\"\x99\x01\n" +
+	"\x05Child\x12\x12\n" +
+	"\x04meta\x18\x01 \x01(\fR\x04meta\x12C\n" +
+	"\vdescription\x18\x02 \x01(\v2!.starpu.plugins.iface.DescriptionR\vdescription\x127\n" +
+	"\x06ranges\x18\x03 \x03(\v2\x1f.starpu.plugins.iface.PartRangeR\x06ranges\"L\n" +
+	"\x11PartitionResponse\x127\n" +
+	"\bchildren\x18\x01 \x03(\v2\x1b.starpu.plugins.iface.ChildR\bchildren2\xf3\x04\n" +
 	"\tInterface\x12Y\n" +
 	"\bDescribe\x12%.starpu.plugins.iface.DescribeRequest\x1a&.starpu.plugins.iface.DescribeResponse\x12Y\n" +
 	"\bCopyPlan\x12%.starpu.plugins.iface.CopyPlanRequest\x1a&.starpu.plugins.iface.CopyPlanResponse\x12M\n" +
 	"\x04Pack\x12!.starpu.plugins.iface.PackRequest\x1a\".starpu.plugins.iface.PackResponse\x12S\n" +
 	"\x06Unpack\x12#.starpu.plugins.iface.UnpackRequest\x1a$.starpu.plugins.iface.UnpackResponse\x12V\n" +
 	"\aCompare\x12$.starpu.plugins.iface.CompareRequest\x1a%.starpu.plugins.iface.CompareResponse\x12V\n" +
-	"\aDisplay\x12$.starpu.plugins.iface.DisplayRequest\x1a%.starpu.plugins.iface.DisplayResponseB9Z7github.com/starpu-go/starpu/pluginapi/iface/proto;protob\x06proto3"
+	"\aDisplay\x12$.starpu.plugins.iface.DisplayRequest\x1a%.starpu.plugins.iface.DisplayResponse\x12\\\n" +
+	"\tPartition\x12&.starpu.plugins.iface.PartitionRequest\x1a'.starpu.plugins.iface.PartitionResponseB9Z7github.com/starpu-go/starpu/pluginapi/iface/proto;protob\x06proto3"
 
 var (
 	file_pluginapi_iface_proto_iface_proto_rawDescOnce sync.Once
@@ -733,46 +1178,61 @@ func file_pluginapi_iface_proto_iface_proto_rawDescGZIP() []byte {
 	return file_pluginapi_iface_proto_iface_proto_rawDescData
 }
 
-var file_pluginapi_iface_proto_iface_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_pluginapi_iface_proto_iface_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_pluginapi_iface_proto_iface_proto_goTypes = []any{
-	(*DescribeRequest)(nil),  // 0: starpu.plugins.iface.DescribeRequest
-	(*DescribeResponse)(nil), // 1: starpu.plugins.iface.DescribeResponse
-	(*CopyPlanRequest)(nil),  // 2: starpu.plugins.iface.CopyPlanRequest
-	(*Range)(nil),            // 3: starpu.plugins.iface.Range
-	(*CopyPlanResponse)(nil), // 4: starpu.plugins.iface.CopyPlanResponse
-	(*PackRequest)(nil),      // 5: starpu.plugins.iface.PackRequest
-	(*PackResponse)(nil),     // 6: starpu.plugins.iface.PackResponse
-	(*UnpackRequest)(nil),    // 7: starpu.plugins.iface.UnpackRequest
-	(*UnpackResponse)(nil),   // 8: starpu.plugins.iface.UnpackResponse
-	(*CompareRequest)(nil),   // 9: starpu.plugins.iface.CompareRequest
-	(*CompareResponse)(nil),  // 10: starpu.plugins.iface.CompareResponse
-	(*DisplayRequest)(nil),   // 11: starpu.plugins.iface.DisplayRequest
-	(*DisplayResponse)(nil),  // 12: starpu.plugins.iface.DisplayResponse
-	(*proto.Span)(nil),       // 13: starpu.plugins.base.Span
+	(*DescribeRequest)(nil),   // 0: starpu.plugins.iface.DescribeRequest
+	(*Layout)(nil),            // 1: starpu.plugins.iface.Layout
+	(*Description)(nil),       // 2: starpu.plugins.iface.Description
+	(*DescribeResponse)(nil),  // 3: starpu.plugins.iface.DescribeResponse
+	(*CopyPlanRequest)(nil),   // 4: starpu.plugins.iface.CopyPlanRequest
+	(*Range)(nil),             // 5: starpu.plugins.iface.Range
+	(*CopyPlanResponse)(nil),  // 6: starpu.plugins.iface.CopyPlanResponse
+	(*PackRequest)(nil),       // 7: starpu.plugins.iface.PackRequest
+	(*PackResponse)(nil),      // 8: starpu.plugins.iface.PackResponse
+	(*UnpackRequest)(nil),     // 9: starpu.plugins.iface.UnpackRequest
+	(*UnpackResponse)(nil),    // 10: starpu.plugins.iface.UnpackResponse
+	(*CompareRequest)(nil),    // 11: starpu.plugins.iface.CompareRequest
+	(*CompareResponse)(nil),   // 12: starpu.plugins.iface.CompareResponse
+	(*DisplayRequest)(nil),    // 13: starpu.plugins.iface.DisplayRequest
+	(*DisplayResponse)(nil),   // 14: starpu.plugins.iface.DisplayResponse
+	(*PartitionRequest)(nil),  // 15: starpu.plugins.iface.PartitionRequest
+	(*PartRange)(nil),         // 16: starpu.plugins.iface.PartRange
+	(*Child)(nil),             // 17: starpu.plugins.iface.Child
+	(*PartitionResponse)(nil), // 18: starpu.plugins.iface.PartitionResponse
+	(*proto.Span)(nil),        // 19: starpu.plugins.base.Span
 }
 var file_pluginapi_iface_proto_iface_proto_depIdxs = []int32{
-	3,  // 0: starpu.plugins.iface.CopyPlanResponse.ranges:type_name -> starpu.plugins.iface.Range
-	13, // 1: starpu.plugins.iface.PackRequest.buffers:type_name -> starpu.plugins.base.Span
-	13, // 2: starpu.plugins.iface.PackRequest.dst:type_name -> starpu.plugins.base.Span
-	13, // 3: starpu.plugins.iface.UnpackRequest.src:type_name -> starpu.plugins.base.Span
-	13, // 4: starpu.plugins.iface.UnpackRequest.buffers:type_name -> starpu.plugins.base.Span
-	0,  // 5: starpu.plugins.iface.Interface.Describe:input_type -> starpu.plugins.iface.DescribeRequest
-	2,  // 6: starpu.plugins.iface.Interface.CopyPlan:input_type -> starpu.plugins.iface.CopyPlanRequest
-	5,  // 7: starpu.plugins.iface.Interface.Pack:input_type -> starpu.plugins.iface.PackRequest
-	7,  // 8: starpu.plugins.iface.Interface.Unpack:input_type -> starpu.plugins.iface.UnpackRequest
-	9,  // 9: starpu.plugins.iface.Interface.Compare:input_type -> starpu.plugins.iface.CompareRequest
-	11, // 10: starpu.plugins.iface.Interface.Display:input_type -> starpu.plugins.iface.DisplayRequest
-	1,  // 11: starpu.plugins.iface.Interface.Describe:output_type -> starpu.plugins.iface.DescribeResponse
-	4,  // 12: starpu.plugins.iface.Interface.CopyPlan:output_type -> starpu.plugins.iface.CopyPlanResponse
-	6,  // 13: starpu.plugins.iface.Interface.Pack:output_type -> starpu.plugins.iface.PackResponse
-	8,  // 14: starpu.plugins.iface.Interface.Unpack:output_type -> starpu.plugins.iface.UnpackResponse
-	10, // 15: starpu.plugins.iface.Interface.Compare:output_type -> starpu.plugins.iface.CompareResponse
-	12, // 16: starpu.plugins.iface.Interface.Display:output_type -> starpu.plugins.iface.DisplayResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	19, // 0: starpu.plugins.iface.DescribeRequest.parts:type_name -> starpu.plugins.base.Span
+	1,  // 1: starpu.plugins.iface.Description.layout:type_name -> starpu.plugins.iface.Layout
+	2,  // 2: starpu.plugins.iface.DescribeResponse.description:type_name -> starpu.plugins.iface.Description
+	5,  // 3: starpu.plugins.iface.CopyPlanResponse.ranges:type_name -> starpu.plugins.iface.Range
+	19, // 4: starpu.plugins.iface.PackRequest.parts:type_name -> starpu.plugins.base.Span
+	19, // 5: starpu.plugins.iface.PackRequest.dst:type_name -> starpu.plugins.base.Span
+	19, // 6: starpu.plugins.iface.UnpackRequest.src:type_name -> starpu.plugins.base.Span
+	19, // 7: starpu.plugins.iface.UnpackRequest.parts:type_name -> starpu.plugins.base.Span
+	19, // 8: starpu.plugins.iface.PartitionRequest.parts:type_name -> starpu.plugins.base.Span
+	2,  // 9: starpu.plugins.iface.Child.description:type_name -> starpu.plugins.iface.Description
+	16, // 10: starpu.plugins.iface.Child.ranges:type_name -> starpu.plugins.iface.PartRange
+	17, // 11: starpu.plugins.iface.PartitionResponse.children:type_name -> starpu.plugins.iface.Child
+	0,  // 12: starpu.plugins.iface.Interface.Describe:input_type -> starpu.plugins.iface.DescribeRequest
+	4,  // 13: starpu.plugins.iface.Interface.CopyPlan:input_type -> starpu.plugins.iface.CopyPlanRequest
+	7,  // 14: starpu.plugins.iface.Interface.Pack:input_type -> starpu.plugins.iface.PackRequest
+	9,  // 15: starpu.plugins.iface.Interface.Unpack:input_type -> starpu.plugins.iface.UnpackRequest
+	11, // 16: starpu.plugins.iface.Interface.Compare:input_type -> starpu.plugins.iface.CompareRequest
+	13, // 17: starpu.plugins.iface.Interface.Display:input_type -> starpu.plugins.iface.DisplayRequest
+	15, // 18: starpu.plugins.iface.Interface.Partition:input_type -> starpu.plugins.iface.PartitionRequest
+	3,  // 19: starpu.plugins.iface.Interface.Describe:output_type -> starpu.plugins.iface.DescribeResponse
+	6,  // 20: starpu.plugins.iface.Interface.CopyPlan:output_type -> starpu.plugins.iface.CopyPlanResponse
+	8,  // 21: starpu.plugins.iface.Interface.Pack:output_type -> starpu.plugins.iface.PackResponse
+	10, // 22: starpu.plugins.iface.Interface.Unpack:output_type -> starpu.plugins.iface.UnpackResponse
+	12, // 23: starpu.plugins.iface.Interface.Compare:output_type -> starpu.plugins.iface.CompareResponse
+	14, // 24: starpu.plugins.iface.Interface.Display:output_type -> starpu.plugins.iface.DisplayResponse
+	18, // 25: starpu.plugins.iface.Interface.Partition:output_type -> starpu.plugins.iface.PartitionResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_pluginapi_iface_proto_iface_proto_init() }
@@ -786,7 +1246,7 @@ func file_pluginapi_iface_proto_iface_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pluginapi_iface_proto_iface_proto_rawDesc), len(file_pluginapi_iface_proto_iface_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

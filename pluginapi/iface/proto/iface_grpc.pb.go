@@ -23,12 +23,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Interface_Describe_FullMethodName = "/starpu.plugins.iface.Interface/Describe"
-	Interface_CopyPlan_FullMethodName = "/starpu.plugins.iface.Interface/CopyPlan"
-	Interface_Pack_FullMethodName     = "/starpu.plugins.iface.Interface/Pack"
-	Interface_Unpack_FullMethodName   = "/starpu.plugins.iface.Interface/Unpack"
-	Interface_Compare_FullMethodName  = "/starpu.plugins.iface.Interface/Compare"
-	Interface_Display_FullMethodName  = "/starpu.plugins.iface.Interface/Display"
+	Interface_Describe_FullMethodName  = "/starpu.plugins.iface.Interface/Describe"
+	Interface_CopyPlan_FullMethodName  = "/starpu.plugins.iface.Interface/CopyPlan"
+	Interface_Pack_FullMethodName      = "/starpu.plugins.iface.Interface/Pack"
+	Interface_Unpack_FullMethodName    = "/starpu.plugins.iface.Interface/Unpack"
+	Interface_Compare_FullMethodName   = "/starpu.plugins.iface.Interface/Compare"
+	Interface_Display_FullMethodName   = "/starpu.plugins.iface.Interface/Display"
+	Interface_Partition_FullMethodName = "/starpu.plugins.iface.Interface/Partition"
 )
 
 // InterfaceClient is the client API for Interface service.
@@ -50,6 +51,8 @@ type InterfaceClient interface {
 	Compare(ctx context.Context, in *CompareRequest, opts ...grpc.CallOption) (*CompareResponse, error)
 	// Display renders the datum's shape for people.
 	Display(ctx context.Context, in *DisplayRequest, opts ...grpc.CallOption) (*DisplayResponse, error)
+	// Partition splits a datum into children with a named filter.
+	Partition(ctx context.Context, in *PartitionRequest, opts ...grpc.CallOption) (*PartitionResponse, error)
 }
 
 type interfaceClient struct {
@@ -120,6 +123,16 @@ func (c *interfaceClient) Display(ctx context.Context, in *DisplayRequest, opts 
 	return out, nil
 }
 
+func (c *interfaceClient) Partition(ctx context.Context, in *PartitionRequest, opts ...grpc.CallOption) (*PartitionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PartitionResponse)
+	err := c.cc.Invoke(ctx, Interface_Partition_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InterfaceServer is the server API for Interface service.
 // All implementations must embed UnimplementedInterfaceServer
 // for forward compatibility.
@@ -139,6 +152,8 @@ type InterfaceServer interface {
 	Compare(context.Context, *CompareRequest) (*CompareResponse, error)
 	// Display renders the datum's shape for people.
 	Display(context.Context, *DisplayRequest) (*DisplayResponse, error)
+	// Partition splits a datum into children with a named filter.
+	Partition(context.Context, *PartitionRequest) (*PartitionResponse, error)
 	mustEmbedUnimplementedInterfaceServer()
 }
 
@@ -166,6 +181,9 @@ func (UnimplementedInterfaceServer) Compare(context.Context, *CompareRequest) (*
 }
 func (UnimplementedInterfaceServer) Display(context.Context, *DisplayRequest) (*DisplayResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Display not implemented")
+}
+func (UnimplementedInterfaceServer) Partition(context.Context, *PartitionRequest) (*PartitionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Partition not implemented")
 }
 func (UnimplementedInterfaceServer) mustEmbedUnimplementedInterfaceServer() {}
 func (UnimplementedInterfaceServer) testEmbeddedByValue()                   {}
@@ -296,6 +314,24 @@ func _Interface_Display_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Interface_Partition_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PartitionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InterfaceServer).Partition(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Interface_Partition_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InterfaceServer).Partition(ctx, req.(*PartitionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Interface_ServiceDesc is the grpc.ServiceDesc for Interface service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -326,6 +362,10 @@ var Interface_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Display",
 			Handler:    _Interface_Display_Handler,
+		},
+		{
+			MethodName: "Partition",
+			Handler:    _Interface_Partition_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -19,9 +19,10 @@ import (
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 )
 
-// Library returns every kernel of the package, under its blasarg name.
+// Library returns every kernel of the package, under its blasarg name (the
+// sparse ones under their csr name).
 func Library() []kernel.Kernel {
-	return []kernel.Kernel{
+	return append(sparseKernels(), []kernel.Kernel{
 		{Name: blasarg.Empty, Func: Empty},
 		{Name: blasarg.ScalF32, Func: scalKernel(blasarg.ScalF32, blas.Sscal)},
 		{Name: blasarg.ScalF64, Func: scalKernel(blasarg.ScalF64, blas.Dscal)},
@@ -37,7 +38,7 @@ func Library() []kernel.Kernel {
 		{Name: blasarg.TrsmF64, Func: trsmKernel(blasarg.TrsmF64, blas.Dtrsm)},
 		{Name: blasarg.PotrfF32, Func: potrfKernel(blasarg.PotrfF32, blas.Spotrf)},
 		{Name: blasarg.PotrfF64, Func: potrfKernel(blasarg.PotrfF64, blas.Dpotrf)},
-	}
+	}...)
 }
 
 // Empty is the "empty" kernel: it accepts any buffers and argument and does

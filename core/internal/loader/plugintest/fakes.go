@@ -26,6 +26,7 @@ import (
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/iface"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/sched"
 	"github.com/starpu-go/starpu/pluginapi/shm"
 )
@@ -254,13 +255,19 @@ func parseVec(meta []byte) (vecMeta, error) {
 }
 
 // Describe implements iface.Interface.
-func (f *Iface) Describe(_ context.Context, meta []byte) (*iface.Description, error) {
+func (f *Iface) Describe(_ context.Context, meta []byte, _ []base.Span) (*iface.Description, error) {
 	m, err := parseVec(meta)
 	if err != nil {
 		return nil, fmt.Errorf("describe: %w", err)
 	}
 	size := m.n * m.elem
-	return &iface.Description{Name: "vec", Buffers: []uint64{size}, Size: size, Footprint: crc32.ChecksumIEEE(meta)}, nil
+	return &iface.Description{Name: "vec", Buffers: []uint64{size}, Size: size, Footprint: crc32.ChecksumIEEE(meta),
+		Layout: kernel.Layout{ElemSize: uint32(m.elem), NX: m.n, LD: size}}, nil
+}
+
+// Partition implements iface.Interface: the fake has no filters.
+func (f *Iface) Partition(_ context.Context, filter string, _ []byte, _ []base.Span, _ int) ([]iface.Child, error) {
+	return nil, fmt.Errorf("partition: no filter %q", filter)
 }
 
 // CopyPlan implements iface.Interface: one range, or two when the buffer is

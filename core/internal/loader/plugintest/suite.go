@@ -13,6 +13,7 @@ import (
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/iface"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/sched"
 	"github.com/starpu-go/starpu/pluginapi/shm"
 )
@@ -174,16 +175,17 @@ func IfaceSuite(t *testing.T, i iface.Interface, tg Target) {
 	meta := []byte("n=100,elem=8")
 	t.Run("Describe", func(t *testing.T) {
 		ctx := ctxT(t)
-		d, err := i.Describe(ctx, meta)
+		d, err := i.Describe(ctx, meta, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := &iface.Description{Name: "vec", Buffers: []uint64{800}, Size: 800, Footprint: crc32.ChecksumIEEE(meta)}
+		want := &iface.Description{Name: "vec", Buffers: []uint64{800}, Size: 800, Footprint: crc32.ChecksumIEEE(meta),
+			Layout: kernel.Layout{ElemSize: 8, NX: 100, LD: 800}}
 		if !reflect.DeepEqual(d, want) {
 			t.Fatalf("description %+v, want %+v", d, want)
 		}
-		wantErr(t, tg, k, errOf(i.Describe(ctx, []byte("n=x,elem=8"))), `describe: bad metadata field n: "x"`, false)
-		wantErr(t, tg, k, errOf(i.Describe(ctx, nil)), `describe: bad metadata "": want n=<count>,elem=<bytes>`, false)
+		wantErr(t, tg, k, errOf(i.Describe(ctx, []byte("n=x,elem=8"), nil)), `describe: bad metadata field n: "x"`, false)
+		wantErr(t, tg, k, errOf(i.Describe(ctx, nil, nil)), `describe: bad metadata "": want n=<count>,elem=<bytes>`, false)
 	})
 	t.Run("CopyPlan", func(t *testing.T) {
 		ctx := ctxT(t)

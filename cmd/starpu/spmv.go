@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"math/rand"
+	"strconv"
+	"strings"
+)
+
+// csrMatrix is a float64 sparse matrix in CSR form with 0-based rowptr, as
+// the sparse workloads build, read and check it.
+type csrMatrix struct {
+	nrow, ncol int
+	rowptr     []uint32
+	colind     []uint32
+	val        []float64
+}
+
+func (m *csrMatrix) nnz() int { return len(m.val) }
+
+// mulVec is the plain single-threaded y = A*x the workloads compare with.
+func (m *csrMatrix) mulVec(x, y []float64) {
+	for r := 0; r < m.nrow; r++ {
+		var s float64
+		for k := m.rowptr[r]; k < m.rowptr[r+1]; k++ {
+			s += m.val[k] * x[m.colind[k]]
+		}
+		y[r] = s
+	}
+}
+
+// laplacian is the 2-D 5-point Laplacian on a k x k grid (symmetric
+// positive definite; nnz about 5k^2).
+func laplacian(k int) *csrMatrix {
+	n := k * k
+	m := &csrMatrix{nrow: n, ncol: n, rowptr: make([]uint32, 1, n+1)}
+	m.colind = make([]uint32, 0, 5*n)
+	m.val = make([]float64, 0, 5*n)
+	add := func(i, j int, v float64) {
+		if i >= 0 && i < k && j >= 0 && j < k {
+			m.colind = append(m.colind, uint32(i*k+j))
+			m.val = append(m.val, v)
+		}
+	}
+	for i := 0; i < k; i++ {
+		for j := 0; j < k; j++ {
+			add(i-1, j, -1)
+			add(i, j-1, -1)
+			add(i, j, 4)
+			add(i, j+1, -1)
+			add(i+1, j, -1)
+			m.rowptr = append(m.rowptr, uint32(len(m.val)))
+		}
+	}
+	return m
+}
+
+// banded is an n x n matrix with the 2*half+1 diagonals around the main one
+// filled with random values (seeded, so runs repeat).
+func banded(n, half int, seed int64) *csrMatrix {
+	rng := rand.New(rand.NewSource(seed))
+	m := &csrMatrix{nrow: n, ncol: n, rowptr: make([]uint32, 1, n+1)}
+	for r := 0; r < n; r++ {
+		for c := max(0, r-half); c <= min(n-1, r+half); c++ {
+			m.colind = append(m.colind, uint32(c))
+			m.val = append(m.val, rng.Float64()-0.5)
+		}
+		m.rowptr = append(m.rowptr, uint32(len(m.val)))
+	}
+	return m
+}
+
+// maxMTXEntries bounds what readMTX accepts, within CSR's uint32 indices.
+const maxMTXEntries = 1 << 31
+
+// readMTX reads a Matrix Market coordinate file (real, integer or pattern;
+// general or symmetric, whose lower triangle is mirrored) into CSR, rows
+// in order and each row's entries in file order. Errors name the line.
+func readMTX(r io.Reader) (*csrMatrix, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	line := 0
+	next := func() (string, bool) {
+		for sc.Scan() {
+			line++
+			t := strings.TrimSpace(sc.Text())
+			if t != "" && !strings.HasPrefix(t, "%") {
+				return t, true
+			}
+		}
+		return "", false
+	}
+	if !sc.Scan() {
+		return nil, fmt.Errorf("mtx: empty file")
+	}
+	line++
+	h := strings.Fields(strings.ToLower(sc.Text()))
+	if len(h) != 5 || h[0] != "%%matrixmarket" || h[1] != "matrix" || h[2] != "coordinate" {
+		return nil, fmt.Errorf("mtx: line 1: want %%%%MatrixMarket matrix coordinate <field> <symmetry>, got %q", sc.Text())
+	}
+	field, sym := h[3], h[4]
+	switch field {
+	case "real", "integer", "pattern":
+	default:
+		return nil, fmt.Errorf("mtx: line 1: field %q not supported (real, integer, pattern)", field)
+	}
+	switch sym {
+	case "general", "symmetric":
+	default:
+		return nil, fmt.Errorf("mtx: line 1: symmetry %q not supported (general, symmetric)", sym)
+	}
+	t, ok := next()
+	if !ok {
+		return nil, fmt.Errorf("mtx: no size line")
+	}
+	var nr, nc, ne int
+	if _, err := fmt.Sscan(t, &nr, &nc, &ne); err != nil || nr <= 0 || nc <= 0 || ne < 0 {
+		return nil, fmt.Errorf("mtx: line %d: want <rows> <cols> <entries>, got %q", line, t)
+	}
+	if nr >= math.MaxUint32 || nc >= math.MaxUint32 || ne > maxMTXEntries || (sym == "symmetric" && nr != nc) {
+		return nil, fmt.Errorf("mtx: line %d: a %dx%d %s matrix with %d entries is not supported", line, nr, nc, sym, ne)
+	}
+	type entry struct {
+		r, c uint32
+		v    float64
+	}
+	entries := make([]entry, 0, ne)
+	for k := 0; k < ne; k++ {
+		t, ok := next()
+		if !ok {
+			return nil, fmt.Errorf("mtx: %d entries announced, %d found", ne, k)
+		}
+		f := strings.Fields(t)
+		want := 3
+		if field == "pattern" {
+			want = 2
+		}
+		if len(f) != want {
+			return nil, fmt.Errorf("mtx: line %d: want %d fields, got %q", line, want, t)
+		}
+		i, err1 := strconv.Atoi(f[0])
+		j, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil || i < 1 || i > nr || j < 1 || j > nc {
+			return nil, fmt.Errorf("mtx: line %d: entry (%s, %s) outside the %dx%d matrix", line, f[0], f[1], nr, nc)
+		}
+		v := 1.0
+		if field != "pattern" {
+			var err error
+			if v, err = strconv.ParseFloat(f[2], 64); err != nil {
+				return nil, fmt.Errorf("mtx: line %d: value %q: %w", line, f[2], err)
+			}
+		}
+		entries = append(entries, entry{uint32(i - 1), uint32(j - 1), v})
+		if sym == "symmetric" && i != j {
+			entries = append(entries, entry{uint32(j - 1), uint32(i - 1), v})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("mtx: line %d: %w", line+1, err)
+	}
+	m := &csrMatrix{nrow: nr, ncol: nc, rowptr: make([]uint32, nr+1),
+		colind: make([]uint32, len(entries)), val: make([]float64, len(entries))}
+	for _, e := range entries {
+		m.rowptr[e.r+1]++
+	}
+	for r := 0; r < nr; r++ {
+		m.rowptr[r+1] += m.rowptr[r]
+	}
+	fill := append([]uint32(nil), m.rowptr[:nr]...)
+	for _, e := range entries {
+		m.colind[fill[e.r]], m.val[fill[e.r]] = e.c, e.v
+		fill[e.r]++
+	}
+	return m, nil
+}
