@@ -164,9 +164,20 @@ func (rt *Runtime) loadBus(ctx context.Context) error {
 		}
 	}
 	if missing {
-		links, err := rt.MeasureBus(ctx, busProbeSize, busProbeReps)
+		size := uint64(busProbeSize)
+		for _, nd := range rt.nodes[1:] {
+			if nd.worker != nil {
+				size = min(size, nd.capacity/2)
+			}
+		}
+		if size == 0 {
+			return nil
+		}
+		links, err := rt.MeasureBus(ctx, size, busProbeReps)
 		if err != nil {
-			return err
+			// Schedulers then work without transfer predictions.
+			rt.log.Warn("cannot measure the bus; no transfer predictions", "error", err)
+			return nil
 		}
 		for _, l := range links {
 			if err := bus.Set(l.Src, l.Dst, l.MBps, l.LatencyUs); err != nil {

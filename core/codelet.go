@@ -1,12 +1,14 @@
 package core
 
 import (
+	"context"
 	"fmt"
 	"github.com/starpu-go/starpu/core/perfmodel"
 	"math/bits"
 	"sort"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
@@ -136,6 +138,12 @@ type Codelet struct {
 	// ModelName names the codelet's performance model (StarPU's
 	// perfmodel symbol); Task.TaskName falls back to it.
 	ModelName string
+	// Sources gives, per architecture whose drivers compile kernels at run
+	// time (OpenCL C for driver-opencl), the source of the kernels named
+	// in Kernels and Impls for it. The drivers compile it at the codelet's
+	// first submit, once per device; a build failure is Submit's error,
+	// with the build log.
+	Sources map[driver.Arch]string
 	// Model is the kind of performance model the runtime keeps for the
 	// codelet (by ModelName, else Name), to predict its tasks' durations
 	// for the schedulers; zero means none.
@@ -290,6 +298,16 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 		info.impls[d] = make([]int32, len(names))
 		for i, name := range names {
 			info.impls[d][i] = -1
+			if src, ok := cl.Sources[drv.fp.Arch]; ok {
+				k, err := drv.loadKernel(name, src)
+				if err != nil {
+					return nil, fmt.Errorf("%w: codelet %q: driver-%s: %v", ErrInvalidTask, cl.Name, drv.name, err)
+				}
+				info.impls[d][i] = int32(k)
+				info.implMask[d] |= 1 << i
+				info.archMask |= bit
+				continue
+			}
 			if k, ok := drv.kernelIndex[name]; ok {
 				info.impls[d][i] = int32(k)
 				info.implMask[d] |= 1 << i
@@ -409,4 +427,26 @@ func (rt *Runtime) describeDrivers() string {
 		parts = append(parts, fmt.Sprintf("driver-%s (%s, %d workers) hosts %d kernels", d.name, d.fp.Arch, len(d.workers), len(d.fp.Kernels)))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// loadKernel has the driver compile kernel name from source, once per
+// distinct source.
+func (d *driverInst) loadKernel(name, source string) (int, error) {
+	d.loadMu.Lock()
+	defer d.loadMu.Unlock()
+	key := name + "\x00" + source
+	if k, ok := d.loaded[key]; ok {
+		return k, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	k, err := d.drv.LoadKernel(ctx, driver.KernelSource{Name: name, Source: source})
+	if err != nil {
+		return 0, err
+	}
+	if d.loaded == nil {
+		d.loaded = map[string]int{}
+	}
+	d.loaded[key] = k
+	return k, nil
 }

@@ -459,3 +459,49 @@ func testTooBig(t *testing.T, rt *core.Runtime, scalOnDev *core.Codelet) {
 		t.Fatalf("x = %v ... %v, want 3", x[0], x[len(x)-1])
 	}
 }
+
+// A codelet's OpenCL C source is compiled by the driver at the first
+// submit; a broken source fails the submit with the build log.
+func TestOpenCLSourceKernel(t *testing.T) {
+	rt, _ := startWithOpenCL(t, 1<<20)
+	twice := &core.Codelet{Name: "twice", Modes: []core.Mode{core.RW},
+		Kernels: map[driver.Arch]string{driver.OpenCL: "twice"},
+		Sources: map[driver.Arch]string{driver.OpenCL: `
+kernel void twice(global float *x, uint nx) {
+	size_t i = get_global_id(0);
+	if (i < nx) x[i] *= 2;
+}`}}
+	x := make([]float32, 1000)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := rt.Submit(&core.Task{Codelet: twice, Handles: []*core.Handle{h}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range x {
+		if v != float32(8*i) {
+			t.Fatalf("x[%d] = %v, want %v", i, v, 8*i)
+		}
+	}
+	broken := &core.Codelet{Name: "broken", Modes: []core.Mode{core.RW},
+		Kernels: map[driver.Arch]string{driver.OpenCL: "broken"},
+		Sources: map[driver.Arch]string{driver.OpenCL: "kernel void broken(global float *x, uint nx) { x[0] = undefined_thing; }"}}
+	y := make([]float32, 4)
+	hy, err := core.RegisterVector(rt, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = rt.Submit(&core.Task{Codelet: broken, Handles: []*core.Handle{hy}})
+	if !errors.Is(err, core.ErrInvalidTask) || !strings.Contains(err.Error(), "undefined_thing") {
+		t.Fatalf("submit with a broken source: %v, want ErrInvalidTask with the build log", err)
+	}
+}

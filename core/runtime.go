@@ -133,6 +133,10 @@ type driverInst struct {
 	workers     []*workerState
 	dead        atomic.Bool
 	nodeBase    int // runtime number of the driver's node 1
+	// loaded are the kernels compiled from codelets' sources, by name and
+	// source.
+	loadMu sync.Mutex
+	loaded map[string]int
 }
 
 // Init starts a runtime: it loads the configuration, creates the
