@@ -77,7 +77,7 @@ func (rt *Runtime) declTarget(t *Task) (*job, bool) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.submitted {
+	if !h.isSubmitted() {
 		return h, false
 	}
 	cur, ended := h, h.released
