@@ -77,7 +77,7 @@ func (rt *Runtime) declTarget(t *Task) (*job, bool) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.submitted {
+	if !h.isSubmitted() {
 		return h, false
 	}
 	cur, ended := h, h.released
@@ -156,7 +156,8 @@ func (rt *Runtime) EndDepAdd(t *Task, n int) error {
 }
 
 // EndDepRelease releases one end dependency of t added by EndDepAdd; t
-// terminates at the last one if it has run.
+// terminates at the last one if it has run, and its callback then runs on
+// the caller's goroutine.
 func (rt *Runtime) EndDepRelease(t *Task) error {
 	j := t.current()
 	if j == nil {

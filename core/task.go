@@ -173,13 +173,12 @@ type job struct {
 	nowhere  bool // completes once ready, running nowhere
 	counted  bool // pushed to the scheduler and counted in NReady
 
-	mu        sync.Mutex
-	submitted bool // Submit took the job (it may exist earlier for dependencies)
-	released  bool // terminated: successors released
-	executed  bool
-	finished  bool
-	succs     []*job // waiting for this one through data or tags
-	doneCh    chan struct{}
+	mu       sync.Mutex
+	released bool // terminated: successors released
+	executed bool
+	finished bool
+	succs    []*job // waiting for this one through data or tags
+	doneCh   chan struct{}
 
 	err    error
 	worker int32
@@ -315,12 +314,11 @@ func (rt *Runtime) Submit(t *Task) error {
 	if err := rt.checkTask(t, j); err != nil {
 		return err
 	}
-	j.mu.Lock()
 	if rt.profiling.Load() {
+		j.mu.Lock()
 		j.x().submitNs = wire.Now()
+		j.mu.Unlock()
 	}
-	j.submitted = true
-	j.mu.Unlock()
 	t.job = j
 	rt.pending.Add(1)
 	rt.enqueue(t, j)
@@ -341,7 +339,7 @@ func (rt *Runtime) jobForSubmit(t *Task) (*job, error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.submitted {
+	if !h.isSubmitted() {
 		return h, nil
 	}
 	if !h.finished {
@@ -585,10 +583,10 @@ func (rt *Runtime) wait(h *job) error {
 	return err
 }
 
+// isSubmitted tells whether Submit took the job (it may exist earlier, for
+// dependencies): its status is no longer StatusInvalid.
 func (j *job) isSubmitted() bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.submitted
+	return j.status.Load() != uint32(StatusInvalid)
 }
 
 // WaitForAll blocks until every submitted task has completed and returns the
@@ -826,12 +824,11 @@ func (rt *Runtime) regenerate(old *job) bool {
 		}
 		return false
 	}
-	j.mu.Lock()
 	if rt.profiling.Load() {
+		j.mu.Lock()
 		j.x().submitNs = wire.Now()
+		j.mu.Unlock()
 	}
-	j.submitted = true
-	j.mu.Unlock()
 	h.mu.Lock()
 	h.x().cur = j
 	h.mu.Unlock()

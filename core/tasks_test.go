@@ -1047,3 +1047,24 @@ func jsonNum(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+func TestTaskNames(t *testing.T) {
+	withModel := &core.Codelet{Name: "cl", ModelName: "model"}
+	cases := []struct {
+		task        *core.Task
+		name, model string
+	}{
+		{&core.Task{Name: "n", Codelet: withModel}, "n", "model"},
+		{&core.Task{Codelet: withModel}, "model", "model"},
+		{&core.Task{Codelet: emptyCl}, "empty", ""},
+		{&core.Task{}, "", ""},
+	}
+	for i, c := range cases {
+		if got := c.task.TaskName(); got != c.name {
+			t.Errorf("case %d: TaskName = %q, want %q", i, got, c.name)
+		}
+		if got := c.task.ModelName(); got != c.model {
+			t.Errorf("case %d: ModelName = %q, want %q", i, got, c.model)
+		}
+	}
+}
