@@ -48,7 +48,8 @@ type Options struct {
 	// Profiling records when each task is submitted (see SetProfiling).
 	Profiling bool
 	// Calibrate makes codelets with several implementations run them in
-	// turn, so that performance models measure each.
+	// turn, so that performance models measure each; STARPU_CALIBRATE=1 or
+	// 2 (config calibrate) does too.
 	Calibrate bool
 }
 
@@ -165,7 +166,7 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	}
 	rt := &Runtime{cfg: cfg, log: log, getenv: getenv, tags: map[TagID]*tagState{}, handles: map[*Handle]struct{}{}}
 	rt.idle = sync.NewCond(&rt.idleMu)
-	rt.calibrate = opt.Calibrate
+	rt.calibrate = opt.Calibrate || cfg.Calibrate > 0
 	rt.profiling.Store(opt.Profiling)
 	rt.clockBase, rt.clockBaseNs = time.Now(), wire.Now()
 	if opt.Trace {

@@ -68,7 +68,9 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 	case *nbuffers == 0:
 		mode = "tags"
 		for i := 1; i < len(tasks) && err == nil; i++ {
-			rt.DeclareTagDeps(core.TagID(i), core.TagID(i-1))
+			if err = rt.DeclareTagDeps(core.TagID(i), core.TagID(i-1)); err != nil {
+				break
+			}
 			tasks[i].Tag, tasks[i].UseTag = core.TagID(i), true
 			err = rt.Submit(&tasks[i])
 		}
