@@ -398,6 +398,19 @@ func (e *engine) sendDone(wid int, id uint64, dur int64) {
 	e.schedBell.Ring()
 }
 
+// xferDone takes the transfer a completion ends, if it ends one: with RAM
+// only there are none and the map is never probed.
+func (e *engine) xferDone(id uint64) *xfer {
+	if len(e.xfers) == 0 {
+		return nil
+	}
+	x := e.xfers[id]
+	if x != nil {
+		delete(e.xfers, id)
+	}
+	return x
+}
+
 func (e *engine) drainCompletions() {
 	var c wire.Completion
 	for _, w := range e.rt.workers {
@@ -407,13 +420,12 @@ func (e *engine) drainCompletions() {
 				w.completion.Release()
 				continue
 			}
-			if x := e.xfers[c.ID]; x != nil {
+			if x := e.xferDone(c.ID); x != nil {
 				var err error
 				if c.Failed {
 					err = fmt.Errorf("worker %d (%s): %s", w.id, w.drv.fp.Arch, c.Err)
 				}
 				w.completion.Release()
-				delete(e.xfers, c.ID)
 				e.finishXfer(x, err)
 				continue
 			}
