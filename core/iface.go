@@ -29,6 +29,9 @@ type ifaceData struct {
 	meta    []byte
 	desc    *iface.Description
 	offsets []uint64
+	// gather, for a child of a plugin filter, are the ranges that carry
+	// its data back into its parent at Unpartition.
+	gather []iface.PartRange
 }
 
 // ifaceTimeout bounds each control-plane call to an interface plugin.

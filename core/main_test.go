@@ -40,6 +40,7 @@ func run(m *testing.M) int {
 	builds := []struct{ out, pkg string }{
 		{filepath.Join(pluginDir, "driver-cpu"), "../plugins/driver-cpu"},
 		{filepath.Join(pluginDir, "sched-ws"), "../plugins/sched-ws"},
+		{filepath.Join(pluginDir, "iface-csr"), "../plugins/iface-csr"},
 		{filepath.Join(pluginDir, "sched-dmda"), "../plugins/sched-dmda"},
 		{filepath.Join(pluginDir, "sched-eager"), "../examples/sched-eager"},
 		{filepath.Join(crashyDir, "driver-cpu"), "./testdata/driver-crashy"},

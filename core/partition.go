@@ -13,6 +13,7 @@ import (
 type Filter struct {
 	name   string
 	nparts int
+	plugin bool
 	// split computes the children's layouts and their byte offsets in the
 	// parent's RAM replicate.
 	split func(l kernel.Layout) ([]childView, error)
@@ -238,6 +239,9 @@ func blockFilter(name string, dim, nparts, shadow int) Filter {
 // tasks until Unpartition. Children of the built-in interfaces are views of
 // h's memory.
 func (h *Handle) Partition(f Filter) ([]*Handle, error) {
+	if f.plugin {
+		return h.partitionPlugin(f)
+	}
 	if f.split == nil {
 		return nil, fmt.Errorf("%w: partition %s: no filter", ErrInvalidData, h)
 	}
@@ -292,6 +296,11 @@ func (h *Handle) Unpartition() error {
 	for _, c := range children {
 		if c.partitioned.Load() {
 			if err := c.Unpartition(); err != nil {
+				return err
+			}
+		}
+		if h.iface != nil {
+			if err := h.gatherPlugin(c); err != nil {
 				return err
 			}
 		}
