@@ -21,6 +21,8 @@ commands:
   machine                  plugins found, workers and memory nodes
   run vector-scal          scale a vector on the workers and verify it
   run cholesky             tiled Cholesky factorisation, verified by a residual check
+  run spmv                 sparse matrix-vector product by CSR row blocks, against a plain Go loop
+  run cg                   conjugate gradient on a sparse SPD matrix, verified by its residual
   bench overhead           per-task overhead: a dependency chain (StarPU's tasks_overhead),
                            or independent tasks with --independent
   bench bandwidth          RAM <-> device transfer bandwidth and latency (saves the bus model)
@@ -53,15 +55,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return machine(ctx, args[1:], out)
 	case "run":
 		if len(args) < 2 {
-			return fmt.Errorf("run: which workload? (vector-scal, cholesky)")
+			return fmt.Errorf("run: which workload? (vector-scal, cholesky, spmv, cg)")
 		}
 		switch args[1] {
 		case "vector-scal":
 			return vectorScal(ctx, args[2:], out)
 		case "cholesky":
 			return cholesky(ctx, args[2:], out)
+		case "spmv":
+			return spmvRun(ctx, args[2:], out)
+		case "cg":
+			return cgRun(ctx, args[2:], out)
 		}
-		return fmt.Errorf("run: unknown workload %q (vector-scal, cholesky)", args[1])
+		return fmt.Errorf("run: unknown workload %q (vector-scal, cholesky, spmv, cg)", args[1])
 	case "bench":
 		if len(args) < 2 {
 			return fmt.Errorf("bench: which benchmark? (overhead, bandwidth)")

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	pluginDir = filepath.Join(tmp, "plugins")
 	// Models and the bus model go to the test's directory, not $HOME.
 	os.Setenv("STARPU_PERF_MODEL_DIR", filepath.Join(tmp, "models"))
-	for _, p := range []string{"driver-cpu", "sched-ws", "driver-opencl", "sched-dmda"} {
+	for _, p := range []string{"driver-cpu", "sched-ws", "driver-opencl", "sched-dmda", "iface-csr"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(pluginDir, p), "../../plugins/"+p)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {

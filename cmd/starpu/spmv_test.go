@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -63,5 +68,51 @@ func TestGenerators(t *testing.T) {
 	}
 	if b2 := banded(10, 2, 1); !reflect.DeepEqual(b, b2) {
 		t.Fatal("banded is not repeatable")
+	}
+}
+
+func TestRunSpmv(t *testing.T) {
+	dir := t.TempDir()
+	mtx := filepath.Join(dir, "a.mtx")
+	if err := os.WriteFile(mtx, []byte("%%MatrixMarket matrix coordinate real general\n4 3 5\n1 1 2\n1 3 -1\n2 2 3\n4 1 1.5\n4 3 0.5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"run", "spmv", "--nnz", "20000", "--nblocks", "3", "--iters", "2"},
+		{"run", "spmv", "--matrix", "banded", "--nnz", "9000", "--nblocks", "5", "--iters", "2"},
+		{"run", "spmv", "--mtx", mtx, "--nblocks", "2", "--iters", "1"},
+	} {
+		kv := lastLine(t, args...)
+		if kv["verified"] != "true" || kv["max_err"] != "0" {
+			t.Errorf("%v: %v", args, kv)
+		}
+		for _, k := range []string{"ms", "gflops", "seq_ms", "seq_gflops", "speedup", "nnz"} {
+			if _, err := strconv.ParseFloat(kv[k], 64); err != nil {
+				t.Errorf("%v: %s = %q", args, k, kv[k])
+			}
+		}
+	}
+	if kv := lastLine(t, "run", "spmv", "--mtx", mtx, "--nblocks", "2", "--iters", "1"); kv["nnz"] != "5" || kv["nrow"] != "4" {
+		t.Errorf("mtx matrix: %v", kv)
+	}
+}
+
+func TestRunSpmvErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.mtx")
+	os.WriteFile(bad, []byte("%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "spmv", "--nnz", "1000", "--nblocks", "0"}, "need 0 < nblocks (0) <= rows"},
+		{[]string{"run", "spmv", "--matrix", "dense"}, `unknown --matrix "dense"`},
+		{[]string{"run", "spmv", "--mtx", bad}, "line 3: entry (3, 1) outside the 2x2 matrix"},
+		{[]string{"run", "spmv", "--mtx", bad + ".missing"}, "no such file"},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), append(c.args, "--plugin-dir", pluginDir, "--ncpu", "1"), &out)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
 	}
 }
