@@ -505,3 +505,29 @@ kernel void twice(global float *x, uint nx) {
 		t.Fatalf("submit with a broken source: %v, want ErrInvalidTask with the build log", err)
 	}
 }
+
+// A device driver that cannot start costs its devices, not the runtime: the
+// CPU workers run and the runtime says what happened to the driver.
+func TestDeviceDriverFailsToStart(t *testing.T) {
+	t.Setenv("CRASHY_EXIT_AT_START", "1")
+	rt := start(t, core.Options{Config: testConfig(brokenDir)})
+	if n := len(rt.Workers()); n != 2 {
+		t.Fatalf("%d workers, want the 2 CPU workers", n)
+	}
+	notes := rt.DriverNotes()
+	if len(notes) != 1 || notes[0].Driver != "driver-broken" || !strings.Contains(notes[0].Note, "did not start") {
+		t.Fatalf("driver notes %+v, want driver-broken did not start", notes)
+	}
+	x := []float32{1, 2}
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scal(t, rt, scalOnCPU, h, 2)
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if x[1] != 4 {
+		t.Fatalf("x = %v", x)
+	}
+}

@@ -60,10 +60,11 @@ type DriverNote struct {
 	Note   string
 }
 
-// DriverNotes lists the loaded drivers that run no worker, with the reason
-// each gives (no platform, devices of a kind not enabled, ...).
+// DriverNotes lists the device drivers that did not start and the loaded
+// drivers that run no worker, with the reason each gives (no platform,
+// devices of a kind not enabled, ...).
 func (rt *Runtime) DriverNotes() []DriverNote {
-	var out []DriverNote
+	out := append([]DriverNote(nil), rt.failedDrivers...)
 	for _, d := range rt.drivers {
 		if len(d.workers) == 0 {
 			note := d.fp.Note

@@ -16,8 +16,9 @@ import (
 // driver-opencl.
 var pluginDir, crashyDir, openclDir string
 
-// modelDir keeps the tests' performance and bus models away from $HOME.
-var modelDir string
+// modelDir keeps the tests' performance and bus models away from $HOME;
+// brokenDir holds the real plugins and a device driver that cannot start.
+var modelDir, brokenDir string
 
 func TestMain(m *testing.M) {
 	if os.Getenv("CORE_TEST_CHILD") != "" {
@@ -37,6 +38,7 @@ func run(m *testing.M) int {
 	crashyDir = filepath.Join(tmp, "crashy")
 	openclDir = filepath.Join(tmp, "opencl")
 	modelDir = filepath.Join(tmp, "models")
+	brokenDir = filepath.Join(tmp, "broken")
 	builds := []struct{ out, pkg string }{
 		{filepath.Join(pluginDir, "driver-cpu"), "../plugins/driver-cpu"},
 		{filepath.Join(pluginDir, "sched-ws"), "../plugins/sched-ws"},
@@ -49,6 +51,9 @@ func run(m *testing.M) int {
 		{filepath.Join(openclDir, "driver-cpu"), "../plugins/driver-cpu"},
 		{filepath.Join(openclDir, "sched-ws"), "../plugins/sched-ws"},
 		{filepath.Join(openclDir, "driver-opencl"), "../plugins/driver-opencl"},
+		{filepath.Join(tmp, "broken", "driver-cpu"), "../plugins/driver-cpu"},
+		{filepath.Join(tmp, "broken", "sched-ws"), "../plugins/sched-ws"},
+		{filepath.Join(tmp, "broken", "driver-broken"), "./testdata/driver-crashy"},
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)

@@ -74,11 +74,16 @@ func wantIface(l kernel.Layout, id kernel.InterfaceID, filter string) error {
 // of its neighbours on each side (starpu_vector_filter_block_shadow): such
 // blocks overlap and should only be read.
 func VectorBlocks(nparts, shadow int) Filter {
-	return Filter{name: "vector blocks", nparts: nparts, split: func(l kernel.Layout) ([]childView, error) {
-		if err := wantIface(l, kernel.Vector, "VectorBlocks"); err != nil {
+	return alongX("VectorBlocks", "vector blocks", kernel.Vector, nparts, shadow)
+}
+
+// alongX cuts a vector or a matrix along its contiguous dimension.
+func alongX(filter, name string, id kernel.InterfaceID, nparts, shadow int) Filter {
+	return Filter{name: name, nparts: nparts, split: func(l kernel.Layout) ([]childView, error) {
+		if err := wantIface(l, id, filter); err != nil {
 			return nil, err
 		}
-		starts, sizes, err := splitDim("VectorBlocks", l.NX, nparts, shadow)
+		starts, sizes, err := splitDim(filter, l.NX, nparts, shadow)
 		if err != nil {
 			return nil, err
 		}
@@ -118,22 +123,7 @@ func VectorList(lengths ...int) Filter {
 // matrices of about nx/nparts by ny (starpu_matrix_filter_block and its
 // shadow variant).
 func MatrixBlocks(nparts, shadow int) Filter {
-	return Filter{name: "matrix blocks", nparts: nparts, split: func(l kernel.Layout) ([]childView, error) {
-		if err := wantIface(l, kernel.Matrix, "MatrixBlocks"); err != nil {
-			return nil, err
-		}
-		starts, sizes, err := splitDim("MatrixBlocks", l.NX, nparts, shadow)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]childView, nparts)
-		for i := range out {
-			c := l
-			c.NX = sizes[i]
-			out[i] = childView{c, starts[i] * uint64(l.ElemSize)}
-		}
-		return out, nil
-	}}
+	return alongX("MatrixBlocks", "matrix blocks", kernel.Matrix, nparts, shadow)
 }
 
 // MatrixVerticalBlocks cuts a matrix along y into nparts matrices of nx by

@@ -115,6 +115,9 @@ type Runtime struct {
 	handlesMu sync.Mutex
 	handles   map[*Handle]struct{}
 
+	// failedDrivers are the device drivers that did not start.
+	failedDrivers []DriverNote
+
 	// Data interface plugins, started on first use.
 	ifaceMu sync.Mutex
 	ifaces  []*ifaceInst
@@ -291,15 +294,21 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 				continue
 			}
 			p, err := rt.launch(ctx, cands["driver-"+n])
-			if err != nil {
-				return err
-			}
-			d, err := p.Driver()
-			if err != nil {
+			if err == nil {
+				var d driver.Driver
+				if d, err = p.Driver(); err == nil {
+					ls = append(ls, loaded{name: n, drv: d, proc: p})
+					continue
+				}
 				p.Kill()
+			}
+			if n == "cpu" {
 				return err
 			}
-			ls = append(ls, loaded{name: n, drv: d, proc: p})
+			// A device driver that cannot start (no OpenCL library, say)
+			// costs its devices, not the runtime.
+			rt.log.Warn("driver plugin did not start; running without it", "driver", "driver-"+n, "error", err)
+			rt.failedDrivers = append(rt.failedDrivers, DriverNote{Driver: "driver-" + n, Note: "did not start: " + err.Error()})
 		}
 	}
 	for _, l := range ls {
