@@ -163,17 +163,13 @@ func (e *engine) need(h *Handle, n int, m Mode, w dataWaiter, since uint64) (pen
 	if m&R == 0 || r.state != invalid {
 		return 0, nil
 	}
-	x, err := e.fetch(h, n)
-	if err != nil {
-		return 0, err
-	}
-	x.wait(w)
+	e.fetch(h, n).wait(w)
 	return 1, nil
 }
 
 // fetch starts bringing a valid copy of h to node n and returns the
 // transfer that does it.
-func (e *engine) fetch(h *Handle, n int) (*xfer, error) {
+func (e *engine) fetch(h *Handle, n int) *xfer {
 	src := -1
 	if h.reps[0].state != invalid {
 		src = 0
@@ -195,13 +191,10 @@ func (e *engine) fetch(h *Handle, n int) (*xfer, error) {
 		ram := &h.reps[0]
 		first := ram.filling
 		if first == nil {
-			var err error
-			if first, err = e.copyBetween(h, src, 0); err != nil {
-				return nil, err
-			}
+			first = e.copyBetween(h, src, 0)
 		}
-		second := e.newXfer()
-		delete(e.xfers, second.id) // posted when the first hop ends
+		// Registered by postCopy when the first hop ends.
+		second := &xfer{id: e.rt.nextJob.Add(1)}
 		h.reps[n].filling = second
 		first.then = append(first.then, func(err error) {
 			if err != nil {
@@ -211,18 +204,17 @@ func (e *engine) fetch(h *Handle, n int) (*xfer, error) {
 			}
 			e.postCopy(h, 0, n, second)
 		})
-		return second, nil
+		return second
 	}
 	return e.copyBetween(h, src, n)
 }
 
 // copyBetween posts a copy of h from src to dst (one of them RAM) on the
 // device worker's ring.
-func (e *engine) copyBetween(h *Handle, src, dst int) (*xfer, error) {
+func (e *engine) copyBetween(h *Handle, src, dst int) *xfer {
 	x := e.newXfer()
-	h.reps[dst].filling = x
 	e.postCopy(h, src, dst, x)
-	return x, nil
+	return x
 }
 
 func (e *engine) postCopy(h *Handle, src, dst int, x *xfer) {
@@ -363,11 +355,7 @@ func (e *engine) makeRoom(nd *memNode, size uint64, since uint64) (*xfer, error)
 		}
 		if r.state == owner {
 			// Write back; the replicate is clean and goes on the next try.
-			x, err := e.copyBetween(r.h, nd.id, 0)
-			if err != nil {
-				return nil, err
-			}
-			wait = x
+			wait = e.copyBetween(r.h, nd.id, 0)
 			continue
 		}
 		e.evict(r)
