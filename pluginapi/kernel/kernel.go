@@ -51,6 +51,13 @@ const (
 	R  Mode = 1 << 0
 	W  Mode = 1 << 1
 	RW      = R | W
+	// Scratch, Redux and Commute are the core's access modes beyond R and
+	// W, with StarPU's bit values (STARPU_SCRATCH, STARPU_REDUX,
+	// STARPU_COMMUTE). Drivers never see them: a SCRATCH or REDUX buffer
+	// reaches the kernel as RW, a COMMUTE one as its W or RW part.
+	Scratch Mode = 1 << 2
+	Redux   Mode = 1 << 3
+	Commute Mode = 1 << 4
 	// Locality is a hint or'ed into a mode (StarPU's STARPU_LOCALITY): the
 	// scheduler should keep the task where the data is. Drivers never see
 	// it.
@@ -65,6 +72,14 @@ func (m Mode) String() string {
 		return "W"
 	case RW:
 		return "RW"
+	case Scratch:
+		return "SCRATCH"
+	case Redux:
+		return "REDUX"
+	case W | Commute:
+		return "W|COMMUTE"
+	case RW | Commute:
+		return "RW|COMMUTE"
 	}
 	return fmt.Sprintf("mode(%d)", uint8(m))
 }

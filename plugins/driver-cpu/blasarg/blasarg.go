@@ -53,6 +53,18 @@ const (
 	// Buffers: [matrix A RW]. Arg: PotrfArg.
 	PotrfF32 = "potrf_f32"
 	PotrfF64 = "potrf_f64"
+
+	// Zero sets every element of its buffer to zero, whatever the element
+	// type: the usual init codelet of a sum reduction (REDUX mode).
+	// Buffers: [variable, vector, matrix or block W]. No argument.
+	Zero = "zero"
+
+	// AddF32 and AddF64: dst = dst + src, element by element: the usual
+	// reduction codelet of a sum (REDUX mode). Buffers: [dst RW, src R],
+	// both variables, vectors or matrices of the same shape (their leading
+	// dimensions may differ). No argument.
+	AddF32 = "add_f32"
+	AddF64 = "add_f64"
 )
 
 // Encoded sizes of the arguments, in bytes.

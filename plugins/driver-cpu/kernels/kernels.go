@@ -1,5 +1,6 @@
 // Package kernels is the CPU driver's kernel library: BLAS and LAPACK kernels
-// over package blas (OpenBLAS), plus the empty kernel. Their names and
+// over package blas (OpenBLAS), plus the empty kernel and the zero and add
+// kernels of sum reductions. Their names and
 // argument encodings are in package blasarg, which applications import.
 //
 // Every kernel checks its buffers before touching them: their count, data
@@ -38,6 +39,9 @@ func Library() []kernel.Kernel {
 		{Name: blasarg.TrsmF64, Func: trsmKernel(blasarg.TrsmF64, blas.Dtrsm)},
 		{Name: blasarg.PotrfF32, Func: potrfKernel(blasarg.PotrfF32, blas.Spotrf)},
 		{Name: blasarg.PotrfF64, Func: potrfKernel(blasarg.PotrfF64, blas.Dpotrf)},
+		{Name: blasarg.Zero, Func: Zero},
+		{Name: blasarg.AddF32, Func: addKernel[float32](blasarg.AddF32)},
+		{Name: blasarg.AddF64, Func: addKernel[float64](blasarg.AddF64)},
 	}...)
 }
 

@@ -39,13 +39,14 @@ func TestLibraryNames(t *testing.T) {
 		blasarg.DotF32, blasarg.DotF64, blasarg.GemmF32, blasarg.GemmF64,
 		blasarg.SyrkF32, blasarg.SyrkF64, blasarg.TrsmF32, blasarg.TrsmF64,
 		blasarg.PotrfF32, blasarg.PotrfF64,
+		blasarg.Zero, blasarg.AddF32, blasarg.AddF64,
 	} {
 		if m[name] == nil {
 			t.Errorf("kernel %q missing", name)
 		}
 	}
-	if len(m) != 15+len(sparseKernels()) {
-		t.Errorf("%d kernels, want %d", len(m), 15+len(sparseKernels()))
+	if len(m) != 18+len(sparseKernels()) {
+		t.Errorf("%d kernels, want %d", len(m), 18+len(sparseKernels()))
 	}
 }
 
