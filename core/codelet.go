@@ -167,6 +167,8 @@ type codeletInfo struct {
 	stats []workerStat
 	// model is the codelet's performance model, or nil.
 	model *perfmodel.Model
+	// modes is its buffers' modes or'ed together (fixed-buffer codelets).
+	modes Mode
 }
 
 // workerStat counts a codelet's executions on one worker.
@@ -268,8 +270,11 @@ func validNodes(nodes []int, nnodes int) error {
 }
 
 func validMode(m Mode) bool {
-	m &^= Locality
-	return m == R || m == W || m == RW
+	switch m &^ Locality {
+	case R, W, RW, W | Commute, RW | Commute, Scratch, Redux:
+		return true
+	}
+	return false
 }
 
 // resolve finds, once per codelet, the drivers that host its kernels.
@@ -286,6 +291,9 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 	}
 	info := &codeletInfo{model: model, nowhere: cl.Where == Nowhere, impls: make([][]int32, len(rt.drivers)),
 		implMask: make([]uint8, len(rt.drivers)), rr: make([]uint8, len(rt.drivers)), stats: make([]workerStat, len(rt.workers))}
+	for _, m := range cl.Modes {
+		info.modes |= m
+	}
 	for d, drv := range rt.drivers {
 		if info.nowhere || len(drv.workers) == 0 {
 			continue

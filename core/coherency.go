@@ -483,11 +483,12 @@ func (e *engine) prepare(j *job, w *workerState) (bool, error) {
 	j.waitWorker = w
 	since := e.clock
 	pending := 0
-	for i, h := range j.task.Handles {
+	hs, modes := j.buffers()
+	for i, h := range hs {
 		if h.layout.Interface == kernel.Void {
 			continue
 		}
-		p, err := e.need(h, w.node, j.modes[i], j, since)
+		p, err := e.need(h, w.node, modes[i], j, since)
 		if err != nil {
 			return false, err
 		}
@@ -498,7 +499,7 @@ func (e *engine) prepare(j *job, w *workerState) (bool, error) {
 		return false, nil
 	}
 	j.dataHeld, j.node = true, w.node
-	for _, h := range j.task.Handles {
+	for _, h := range hs {
 		h.reps[w.node].refs++
 	}
 	return true, nil
@@ -529,9 +530,10 @@ func (e *engine) dropData(j *job, ok bool) {
 		return
 	}
 	j.dataHeld = false
-	for i, h := range j.task.Handles {
+	hs, modes := j.buffers()
+	for i, h := range hs {
 		h.reps[j.node].refs--
-		if ok && j.modes[i]&W != 0 {
+		if ok && modes[i]&W != 0 {
 			h.written(j.node)
 		}
 	}

@@ -59,6 +59,8 @@ type Handle struct {
 	lastWriter *job
 	readers    []*job
 	held       []*acquisition
+	// acc is what accesses beyond ordered R and W need (access.go).
+	acc *accessState
 
 	unregistered atomic.Bool
 }
@@ -75,6 +77,17 @@ func (h *Handle) Layout() kernel.Layout { return h.layout }
 // the readers since the last writer (or for it, when there are none).
 func (h *Handle) depend(j *job, mode Mode) {
 	h.mu.Lock()
+	if h.acc != nil || mode&^(RW|Locality) != 0 {
+		h.access(j, mode, true)
+		return
+	}
+	h.dependPlain(j, mode)
+	h.mu.Unlock()
+}
+
+// dependPlain is depend for an R, W or RW access to a handle without an
+// access state; h.mu held.
+func (h *Handle) dependPlain(j *job, mode Mode) {
 	if mode&W == 0 {
 		addDep(h.lastWriter, j)
 		if len(h.readers) >= 64 {
@@ -93,7 +106,6 @@ func (h *Handle) depend(j *job, mode Mode) {
 		h.readers = h.readers[:0]
 		h.lastWriter = j
 	}
-	h.mu.Unlock()
 }
 
 func pruneReleased(js []*job) []*job {
@@ -152,6 +164,9 @@ func (rt *Runtime) newHandle(l kernel.Layout, size uint64) *Handle {
 		}
 		h.reps[0].allocated, h.reps[0].state = true, owner
 		h.publishValid()
+	}
+	if rt.access.noSeqDefault.Load() {
+		h.acc = &accessState{noSeq: true}
 	}
 	return h
 }
@@ -298,7 +313,7 @@ func (a *acquisition) grant() { close(a.granted) }
 // for Release. For data registered from Go memory, the registered memory
 // holds the current value once Acquire returns.
 func (h *Handle) Acquire(m Mode) error {
-	if !validMode(m) {
+	if !validAcquireMode(m) {
 		return fmt.Errorf("%w: acquire with mode %v", ErrInvalidTask, m)
 	}
 	if h.unregistered.Load() {
@@ -365,6 +380,7 @@ func (h *Handle) Unregister() error {
 	if held > 0 {
 		return fmt.Errorf("unregister %s: still acquired by the application; release it first", h)
 	}
+	h.waitFree()
 	if err := h.Acquire(RW); err != nil {
 		return err
 	}
@@ -388,6 +404,9 @@ func (rt *Runtime) forget(h *Handle) error {
 	h.mu.Lock()
 	h.lastWriter, h.readers = nil, nil
 	h.mu.Unlock()
+	if err := h.dropAccess(); err != nil {
+		return fmt.Errorf("unregister %s: %w", h, err)
+	}
 	if h.owned {
 		if err := rt.arena.Free(h.span); err != nil {
 			return fmt.Errorf("unregister %s: %w", h, err)
@@ -399,6 +418,10 @@ func (rt *Runtime) forget(h *Handle) error {
 // unregisterAll writes back every handle still registered, at shutdown, so
 // that no registered data is lost.
 func (rt *Runtime) unregisterAll() error {
+	var errs []error
+	if err := rt.flushReductions(); err != nil {
+		errs = append(errs, err)
+	}
 	rt.handlesMu.Lock()
 	hs := make([]*Handle, 0, len(rt.handles))
 	for h := range rt.handles {
@@ -414,7 +437,6 @@ func (rt *Runtime) unregisterAll() error {
 		return d
 	}
 	sort.SliceStable(hs, func(i, j int) bool { return depth(hs[i]) > depth(hs[j]) })
-	var errs []error
 	for _, h := range hs {
 		if err := h.fetchTo(0, R); err != nil {
 			errs = append(errs, fmt.Errorf("write back %s: %w", h, err))

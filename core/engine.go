@@ -327,6 +327,9 @@ func (e *engine) post(w *workerState, j *job) bool {
 		return true
 	}
 	t := j.task
+	if j.sub && !e.prepareSub(j, w) {
+		return true // failed, or posted again once its REDUX buffers are initialised
+	}
 	if e.rt.multiNode {
 		ready, err := e.prepare(j, w)
 		if err != nil {
@@ -343,8 +346,12 @@ func (e *engine) post(w *workerState, j *job) bool {
 	}
 	wire.PutExecHeader(b, j.id, uint32(k), len(t.Handles), len(t.Arg))
 	p := b[wire.ExecHeaderSize:]
-	for i, h := range t.Handles {
-		d := wire.BufferDesc{Offset: h.span.Offset, Mode: j.modes[i] &^ Locality, Layout: h.layout}
+	hs, modes := t.Handles, j.modes
+	if j.sub {
+		hs, modes = j.buffers()
+	}
+	for i, h := range hs {
+		d := wire.BufferDesc{Offset: h.span.Offset, Mode: modes[i] &^ (Locality | Commute), Layout: h.layout}
 		if w.node != 0 {
 			d.Node, d.Offset, d.Layout = uint8(e.rt.nodes[w.node].local), h.reps[w.node].buf, h.nodeLayout(w.node)
 		}

@@ -78,6 +78,7 @@ func (h *Handle) partitionPlugin(f Filter) (children []*Handle, err error) {
 		l.Interface = in.id
 		c := h.rt.newHandle(l, total)
 		c.parent = h
+		c.inheritConsistency(h)
 		c.iface = &ifaceData{inst: in, meta: k.Meta, desc: &k.Desc, offsets: offs, gather: k.Ranges}
 		for _, r := range plan {
 			if r.Buffer < 0 || r.Buffer >= len(offs) || r.Offset > k.Desc.Buffers[r.Buffer] || r.Len > k.Desc.Buffers[r.Buffer]-r.Offset {

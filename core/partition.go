@@ -263,6 +263,7 @@ func (h *Handle) Partition(f Filter) ([]*Handle, error) {
 		c.span = base.Span{Offset: h.span.Offset + v.offset, Size: v.layout.Len()}
 		c.parent = h
 		c.home = nil
+		c.inheritConsistency(h)
 		children[i] = c
 		h.rt.track(c)
 	}

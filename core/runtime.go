@@ -125,6 +125,9 @@ type Runtime struct {
 	broken   atomic.Pointer[error]
 	shutdown atomic.Bool
 	trace    *tracer
+
+	// access is the state of access modes and arbitration (access.go).
+	access accessRT
 }
 
 // driverInst is one loaded driver and the workers it runs.

@@ -172,6 +172,9 @@ type job struct {
 	impl     int8
 	nowhere  bool // completes once ready, running nowhere
 	counted  bool // pushed to the scheduler and counted in NReady
+	// arb: the job takes data locks when ready, or is a reduction job;
+	// sub: its worker gets SCRATCH or REDUX buffers (access.go).
+	arb, sub bool
 
 	mu       sync.Mutex
 	released bool // terminated: successors released
@@ -229,6 +232,8 @@ type jobExt struct {
 	submitNs        int64
 	iter            [2]int64 // iterations at submit, innermost first
 	niter           uint8
+	// acc is the job's data locks and SCRATCH and REDUX buffers.
+	acc *jobAccess
 }
 
 // x returns j's extension, creating it; call with j.mu held.
@@ -364,6 +369,10 @@ func (rt *Runtime) enqueue(t *Task, j *job) {
 		for i, h := range t.Handles {
 			h.depend(j, j.modes[i])
 		}
+	} else {
+		for i, h := range t.Handles {
+			h.dependFree(j, j.modes[i])
+		}
 	}
 	if j.tag != nil {
 		j.tag.bind(j)
@@ -401,6 +410,7 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 	}
 	j.cl = info
 	cl := t.Codelet
+	var special Mode // the modes' bits together
 	if n := cl.nbuffers(); n == VariableBuffers {
 		if len(t.Modes) != len(t.Handles) {
 			return fmt.Errorf("%w: task %q: codelet %q has variable buffers: %d handles but %d modes", ErrInvalidTask, name, cl.Name, len(t.Handles), len(t.Modes))
@@ -409,6 +419,7 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 			if !validMode(m) {
 				return fmt.Errorf("%w: task %q: buffer %d has invalid mode %v", ErrInvalidTask, name, i, m)
 			}
+			special |= m
 		}
 		j.modes = t.Modes
 		if t.Nodes != nil {
@@ -430,6 +441,7 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 			return fmt.Errorf("%w: task %q: Nodes is for codelets with VariableBuffers; codelet %q gives Codelet.Nodes", ErrInvalidTask, name, cl.Name)
 		}
 		j.modes = cl.Modes
+		special = info.modes
 	}
 	for i, h := range t.Handles {
 		if h == nil {
@@ -444,6 +456,9 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 	}
 	if info.nowhere || t.Where == Nowhere {
 		j.nowhere = true
+		if special&(Scratch|Redux) != 0 {
+			return fmt.Errorf("%w: task %q runs nowhere: SCRATCH and REDUX buffers are for tasks that run", ErrInvalidTask, name)
+		}
 		return rt.checkTag(t, j)
 	}
 	if max := rt.maxExec; wire.ExecSize(len(t.Handles), len(t.Arg)) > max {
@@ -451,6 +466,11 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 	}
 	if err := rt.placeTask(t, j, name); err != nil {
 		return err
+	}
+	if special&(Scratch|Redux) != 0 {
+		if err := rt.checkAccess(t, j, name); err != nil {
+			return err
+		}
 	}
 	return rt.checkTag(t, j)
 }
@@ -510,13 +530,22 @@ func (rt *Runtime) placeTask(t *Task, j *job, name string) error {
 func (rt *Runtime) ready(j *job, releasedBy int32) {
 	switch {
 	case j.acquire != nil:
+		if j.arb && !rt.lockData(j) {
+			return // granted with the data locks
+		}
 		j.acquire.grant()
 	case j.nowhere:
 		if f := j.task.PrologueCallback; f != nil {
 			f(j.task)
 		}
+		if j.arb && !rt.lockData(j) {
+			return // completed with the data locks
+		}
 		rt.complete(j, -1, nil)
 	default:
+		if j.arb && rt.skipReduction(j) {
+			return
+		}
 		if f := j.task.PrologueCallback; f != nil {
 			f(j.task)
 		}
@@ -528,8 +557,16 @@ func (rt *Runtime) ready(j *job, releasedBy int32) {
 	}
 }
 
-// pushReady hands a ready job to the scheduler.
+// pushReady hands a ready job to the scheduler once it holds its data
+// locks.
 func (rt *Runtime) pushReady(j *job, releasedBy int32) {
+	if j.arb && !rt.lockData(j) {
+		return // pushed with the data locks
+	}
+	rt.pushLocked(j, releasedBy)
+}
+
+func (rt *Runtime) pushLocked(j *job, releasedBy int32) {
 	j.counted = true
 	rt.nready.Add(1)
 	rt.push(j, releasedBy)
@@ -672,6 +709,9 @@ func (rt *Runtime) executed(j *job, worker int32, err error) {
 	if err != nil {
 		j.err = err
 	}
+	if j.arb || j.sub {
+		rt.accessDone(j, worker)
+	}
 	if j.counted {
 		if rt.nready.Add(-1) == 0 && rt.idleWaiters.Load() > 0 {
 			rt.wakeIdle()
@@ -738,7 +778,7 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 				if s.ndeps.Add(-1) != 0 {
 					continue
 				}
-				if s.nowhere {
+				if s.nowhere && !s.arb {
 					if f := s.task.PrologueCallback; f != nil {
 						f(s.task)
 					}

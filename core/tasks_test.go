@@ -930,6 +930,9 @@ func TestDeclareAfterReady(t *testing.T) {
 	}
 }
 
+// TestSequentialConsistencyOff: a task without sequential consistency is
+// not ordered after the acquisition, but still excluded by it: it waits for
+// the data lock until Release.
 func TestSequentialConsistencyOff(t *testing.T) {
 	rt := start(t, core.Options{Config: testConfig(pluginDir)})
 	h, _ := core.RegisterVector(rt, []float32{1})
@@ -938,10 +941,13 @@ func TestSequentialConsistencyOff(t *testing.T) {
 	}
 	free := &core.Task{Codelet: emptyRW, Handles: []*core.Handle{h}, NoSequentialConsistency: true}
 	submit(t, rt, free)
+	eventually(t, "the task waits for the data lock", func() bool { return free.Status() == core.StatusBlockedOnData })
 	ch := make(chan error, 1)
 	go func() { ch <- rt.Wait(free) }()
-	done(t, "task without sequential consistency while the data is acquired", ch)
-	h.Release()
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	done(t, "task without sequential consistency after Release", ch)
 }
 
 // TestSyncTaskStatsTrace covers CreateSyncTask, per-codelet statistics,
