@@ -372,7 +372,6 @@ func (h *Handle) accessLocked(j *job, mode Mode, seq bool) []*job {
 	// REDUX needs ordering, checked at submit; if the handle's flag
 	// changed since, ordering it is the safe side.
 	seq = m == Redux || (seq && !st.noSeq)
-	ja := j.access()
 	var start []*job
 	if !seq {
 		if !st.locking {
@@ -386,6 +385,7 @@ func (h *Handle) accessLocked(j *job, mode Mode, seq bool) []*job {
 			}
 		}
 		st.free++
+		ja := j.access()
 		ja.free = append(ja.free, lockReq{h: h, st: st})
 		j.lockOn(h, st, m)
 		return start
@@ -396,6 +396,7 @@ func (h *Handle) accessLocked(j *job, mode Mode, seq bool) []*job {
 	switch {
 	case m == Redux:
 		h.join(st, j, true)
+		ja := j.access()
 		ja.redux = append(ja.redux, reduxUse{h: h, red: st.red, phase: st.group.phase})
 		return start
 	case m&Commute != 0:
@@ -760,14 +761,20 @@ func (h *Handle) TryAcquire(m Mode) error {
 		}
 		ja.pos, ja.sorted = len(ja.locks), true
 	}
+	// Ready before h.mu is released: lockOutstanding must not take j for
+	// a waiting access and add a lock it already holds.
+	ready := j.ndeps.Add(-1) == 0
 	h.mu.Unlock()
 	if arb != nil {
 		arb.mu.Unlock()
 	}
-	for _, r := range append(start, j) {
+	for _, r := range start {
 		if r.ndeps.Add(-1) == 0 {
 			h.rt.ready(r, -1)
 		}
+	}
+	if ready {
+		h.rt.ready(j, -1)
 	}
 	<-a.granted
 	return h.finishAcquire(a)
