@@ -799,3 +799,47 @@ func TestRandomAccesses(t *testing.T) {
 		}
 	}
 }
+
+// TestReduxWithDevice: with a device memory node, REDUX and SCRATCH tasks
+// stay on the RAM worker even when their codelet has a device kernel, the
+// reductions fetch the data the device wrote, and a task that must run on
+// the device fails at submit.
+func TestReduxWithDevice(t *testing.T) {
+	rt, _ := startWithDevice(t, 1<<20)
+	add32 := &core.Codelet{Name: "add32", Kernels: map[driver.Arch]string{driver.CPU: blasarg.AddF32}, Modes: []core.Mode{core.RW, core.R}}
+	// On the device this kernel would scale instead of adding.
+	contribute32 := &core.Codelet{Name: "contribute32", Modes: []core.Mode{core.Redux, core.R},
+		Kernels: map[driver.Arch]string{driver.CPU: blasarg.AddF32, driver.OpenCL: "dev_scal_f32"}}
+	scalOnDev := &core.Codelet{Name: "scal_dev", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.RW}}
+	x := []float32{1, 2, 3, 4}
+	h, _ := core.RegisterVector(rt, x)
+	ones, _ := core.RegisterVector(rt, []float32{1, 1, 1, 1})
+	if err := h.SetReductionMethods(add32, zeroCl); err != nil {
+		t.Fatal(err)
+	}
+	contributions := func(n int) {
+		for i := 0; i < n; i++ {
+			submit(t, rt, &core.Task{Codelet: contribute32, Handles: []*core.Handle{h, ones}, Arg: blasarg.ScalArg{Alpha: 0}.Encode()})
+		}
+	}
+	contributions(20)
+	scal(t, rt, scalOnDev, h, 2) // the device then holds the only valid copy
+	contributions(10)
+	scratch := &core.Codelet{Name: "zero-scratch", Kernels: map[driver.Arch]string{driver.CPU: blasarg.Zero}, Modes: []core.Mode{core.Scratch}}
+	submit(t, rt, &core.Task{Codelet: scratch, Handles: []*core.Handle{h}})
+	devOnly := &core.Codelet{Name: "redux-dev", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.Redux}}
+	if err := rt.Submit(&core.Task{Codelet: devOnly, Handles: []*core.Handle{h}}); !errors.Is(err, core.ErrNoWorker) || !strings.Contains(err.Error(), "live in RAM") {
+		t.Errorf("REDUX task with a device kernel only: %v", err)
+	}
+	if err := rt.Submit(&core.Task{Codelet: contribute32, Handles: []*core.Handle{h, ones}, ExecuteOnWorker: true, Worker: 1}); !errors.Is(err, core.ErrNoWorker) {
+		t.Errorf("REDUX task pinned to the device: %v", err)
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range x {
+		if want := float32(i+1+20)*2 + 10; v != want {
+			t.Errorf("x[%d] = %v, want %v", i, v, want)
+		}
+	}
+}
