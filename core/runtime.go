@@ -77,6 +77,17 @@ type Runtime struct {
 	schedP   *loader.Plugin
 	engine   *engine
 
+	// Scheduling contexts: global holds every worker at Init; ctxMu
+	// serialises creating and deleting contexts; freeRings are the rings
+	// of deleted contexts, for new ones. cands are the plugins found in
+	// the plugin directory (nil until needed when everything runs in
+	// process) and schedFactory Options.Scheduler.
+	global       *Context
+	ctxMu        sync.Mutex
+	freeRings    []*ctxRings
+	cands        map[string]loader.Candidate
+	schedFactory SchedulerFactory
+
 	codelets    sync.Map // *Codelet -> *codeletInfo
 	clMu        sync.Mutex
 	nextCodelet uint32
@@ -192,6 +203,7 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	if err := rt.loadDrivers(ctx, opt.Drivers, cands); err != nil {
 		return nil, err
 	}
+	rt.cands, rt.schedFactory = cands, opt.Scheduler
 	if err := rt.loadScheduler(ctx, opt.Scheduler, cands); err != nil {
 		return nil, err
 	}
@@ -203,6 +215,11 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	}
 	if err := rt.loadBus(ctx); err != nil {
 		return nil, err
+	}
+	for _, x := range cfg.Contexts {
+		if _, err := rt.createContext(ctx, x); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
 	}
 	return rt, nil
 }
@@ -439,12 +456,10 @@ func (rt *Runtime) start(ctx context.Context) error {
 		return err
 	}
 	rt.setupArchKeys()
-	var ws []sched.Worker
 	for _, w := range rt.workers {
-		ws = append(ws, sched.Worker{ID: w.id, Arch: w.drv.fp.Arch, Node: w.node})
+		rt.global.workers = append(rt.global.workers, w.id)
 	}
-	if err := rt.sched.Init(ctx, &sched.InitRequest{Workers: ws, Rings: e.schedRings,
-		QueueDepth: rt.cfg.QueueDepth, MaxQueueDepth: config.MaxQueueDepth, QueuedWork: queuedWork, SpinIters: rt.cfg.SpinIters}); err != nil {
+	if err := rt.sched.Init(ctx, rt.schedInit(rt.global.workers, rt.global.rings)); err != nil {
 		return fmt.Errorf("scheduler %s: init: %w", rt.cfg.Sched, err)
 	}
 	e.start()
@@ -498,6 +513,18 @@ func (rt *Runtime) teardown() error {
 	}
 	if rt.schedP != nil {
 		rt.schedP.Kill()
+	}
+	if rt.engine != nil {
+		for _, c := range (*rt.engine.ctxs.Load())[1:] {
+			if rt.engine.started && (c.proc == nil || !c.proc.Exited()) {
+				if err := c.sched.Deinit(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("%s: scheduler deinit: %w", c, err))
+				}
+			}
+			if c.proc != nil {
+				c.proc.Kill()
+			}
+		}
 	}
 	rt.ifaceMu.Lock()
 	for _, in := range rt.ifaces {

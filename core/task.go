@@ -84,6 +84,10 @@ type Task struct {
 	Tag    TagID
 	UseTag bool
 
+	// Context is the scheduling context the task is pushed to; nil means
+	// the global context.
+	Context *Context
+
 	// job is the task's runtime side: created by Submit, or earlier by a
 	// dependency declaration.
 	job *job
@@ -172,6 +176,9 @@ type job struct {
 	impl     int8
 	nowhere  bool // completes once ready, running nowhere
 	counted  bool // pushed to the scheduler and counted in NReady
+	// ctx is the context the task was submitted to (nil: global), sctx
+	// the one whose policy holds it once pushed.
+	ctx, sctx *Context
 
 	mu       sync.Mutex
 	released bool // terminated: successors released
@@ -314,6 +321,11 @@ func (rt *Runtime) Submit(t *Task) error {
 	if err := rt.checkTask(t, j); err != nil {
 		return err
 	}
+	if t.Context != nil {
+		if err := rt.checkContextTask(t, j); err != nil {
+			return err
+		}
+	}
 	if rt.profiling.Load() {
 		j.mu.Lock()
 		j.x().submitNs = wire.Now()
@@ -321,6 +333,10 @@ func (rt *Runtime) Submit(t *Task) error {
 	}
 	t.job = j
 	rt.pending.Add(1)
+	if c := t.Context; c != nil {
+		j.ctx = c
+		c.pending.Add(1)
+	}
 	rt.enqueue(t, j)
 	if t.Synchronous {
 		return rt.wait(j)
@@ -782,6 +798,9 @@ func (rt *Runtime) finish(j *job) {
 	if j.err != nil {
 		rt.recordFailure(j.err)
 	}
+	if c := j.ctx; c != nil {
+		c.taskFinished()
+	}
 	if rt.pending.Add(-1) == 0 || rt.idleWaiters.Load() > 0 {
 		rt.wakeIdle()
 	}
@@ -818,7 +837,11 @@ func (rt *Runtime) regenerate(old *job) bool {
 	j.mu.Lock()
 	j.x().head = h
 	j.mu.Unlock()
-	if err := rt.checkTask(t, j); err != nil {
+	err := rt.checkTask(t, j)
+	if err == nil && t.Context != nil {
+		err = rt.checkContextTask(t, j)
+	}
+	if err != nil {
 		if old.err == nil {
 			old.err = fmt.Errorf("regenerate task %q: %w", t.TaskName(), err)
 		}
@@ -832,6 +855,16 @@ func (rt *Runtime) regenerate(old *job) bool {
 	h.mu.Lock()
 	h.x().cur = j
 	h.mu.Unlock()
+	// The new submission counts in the context it goes to, in place of the
+	// old one (a callback may have changed Task.Context).
+	if j.ctx = t.Context; j.ctx != old.ctx {
+		if j.ctx != nil {
+			j.ctx.pending.Add(1)
+		}
+		if old.ctx != nil {
+			old.ctx.taskFinished()
+		}
+	}
 	rt.enqueue(t, j)
 	return true
 }
