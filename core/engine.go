@@ -184,28 +184,32 @@ func (e *engine) push(j *job, releasedBy int32) {
 			p.Flags |= wire.PushLocality
 		}
 	}
-	c := j.ctx
-	if c == nil {
-		c = e.rt.global
-	}
-	c.mu.Lock()
-	if c.deleted {
-		// Its tasks go to the global context, which is never deleted.
-		c.mu.Unlock()
-		c = e.rt.global
+	c := e.rt.global
+	if j.ctx == nil {
+		// The global context is never deleted and breaks only with the
+		// runtime: no check to make.
+		j.sctx = c
+		e.track(j)
 		c.mu.Lock()
+	} else {
+		c = j.ctx
+		c.mu.Lock()
+		if c.deleted {
+			// Its tasks go to the global context.
+			c.mu.Unlock()
+			c = e.rt.global
+			c.mu.Lock()
+		}
+		if bp := c.broken.Load(); bp != nil {
+			c.mu.Unlock()
+			e.rt.complete(j, -1, *bp)
+			return
+		}
+		// Tracked under c.mu: Delete's removal message, and so its move of
+		// the unassigned tasks, comes after this push.
+		j.sctx = c
+		e.track(j)
 	}
-	if bp := c.broken.Load(); bp != nil {
-		c.mu.Unlock()
-		e.rt.complete(j, -1, *bp)
-		return
-	}
-	j.sctx = c
-	// Published after the job's last write here: the engine finds it in
-	// jobs once the scheduler has decided.
-	e.jobsMu.Lock()
-	e.jobs[j.id] = j
-	e.jobsMu.Unlock()
 	b, err := c.rings.events.ReserveWait(wire.PushLen(len(p.Transfer)), c.alive)
 	if err == nil {
 		p.Encode(b)
@@ -226,6 +230,14 @@ func (rt *Runtime) push(j *job, releasedBy int32) { rt.engine.push(j, releasedBy
 // rt.broken by checkPlugins.
 func (e *engine) schedUsable() bool {
 	return !e.stopping.Load() && e.rt.broken.Load() == nil
+}
+
+// track publishes j, after its last write by push: the engine finds it in
+// jobs once the scheduler has decided.
+func (e *engine) track(j *job) {
+	e.jobsMu.Lock()
+	e.jobs[j.id] = j
+	e.jobsMu.Unlock()
 }
 
 func (e *engine) untrack(id uint64) *job {
