@@ -382,12 +382,12 @@ func (c *Context) changeWorkers(op uint32, ids []int) error {
 			return fail("worker %d is not in the context", id)
 		}
 	}
-	if op == wire.WorkersAdd {
+	w, err := c.sendWorkersLocked(op, ids, nil)
+	if err == nil && op == wire.WorkersAdd {
 		c.workers = append(c.workers, ids...)
-	} else {
+	} else if err == nil {
 		c.workers = slices.DeleteFunc(c.workers, func(id int) bool { return slices.Contains(ids, id) })
 	}
-	w, err := c.sendWorkersLocked(op, ids, nil)
 	c.mu.Unlock()
 	if err == nil {
 		err = w.wait()
@@ -402,6 +402,15 @@ func (c *Context) changeWorkers(op uint32, ids []int) error {
 // held) and registers the wait for its echo; then runs on the engine
 // goroutine when the echo arrives.
 func (c *Context) sendWorkersLocked(op uint32, ids []int, then func()) (*ackWait, error) {
+	// The engine marks a context broken under c.mu before failing its
+	// waits: checked here, a wait registered below is failed if no echo
+	// can come.
+	if !c.alive() {
+		if p := c.broken.Load(); p != nil {
+			return nil, *p
+		}
+		return nil, fmt.Errorf("scheduler sched-%s is not running", c.policy)
+	}
 	c.seq++
 	m := wire.Workers{Op: op, Seq: c.seq}
 	for _, id := range ids {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/starpu-go/starpu/core"
 	"github.com/starpu-go/starpu/core/config"
@@ -319,5 +320,39 @@ context "rest" {
 				t.Fatalf("Init: %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A context's policy process dies: the tasks waiting in it fail naming it,
+// the context refuses work without hanging, the global context goes on.
+func TestContextSchedulerCrash(t *testing.T) {
+	rt := start(t, core.Options{Config: testConfig(crashyDir)})
+	c, err := rt.CreateContext("doomed", []int{0}, "crashy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doomed := &core.Task{Codelet: emptyCL, Context: c, Priority: 99}
+	if err := rt.Submit(doomed); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rt.Wait(doomed) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, core.ErrPluginCrashed) || !strings.Contains(err.Error(), "sched-crashy") || !strings.Contains(err.Error(), `"doomed"`) {
+			t.Fatalf("Wait: %v, want ErrPluginCrashed naming the context's scheduler", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait hung after the context's scheduler crashed")
+	}
+	if err := rt.Submit(&core.Task{Codelet: emptyCL, Context: c}); !errors.Is(err, core.ErrPluginCrashed) {
+		t.Fatalf("submit to the crashed context: %v", err)
+	}
+	if err := c.RemoveWorkers(0); err == nil {
+		t.Fatal("RemoveWorkers on the crashed context succeeded")
+	}
+	ranOn(t, rt, "global context", submitWait(t, rt, rt.GlobalContext(), 20), 0, 1)
+	if err := c.Delete(); err != nil {
+		t.Fatalf("Delete of the crashed context: %v", err)
 	}
 }

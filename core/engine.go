@@ -532,7 +532,11 @@ func (e *engine) checkPlugins() {
 			continue
 		}
 		err := fmt.Errorf("%w: scheduler sched-%s of %s (pid %d) exited", ErrPluginCrashed, c.policy, c, c.proc.Pid())
+		// Under c.mu: a push or workers message either saw the context
+		// broken or is tracked by now, and is failed below.
+		c.mu.Lock()
 		c.broken.Store(&err)
+		c.mu.Unlock()
 		rt.log.Error("scheduler plugin exited", "context", c.name, "sched", c.policy)
 		c.failAcks(err)
 		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker < 0 && j.sctx == c }) {
