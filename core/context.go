@@ -130,6 +130,7 @@ func (c *Context) Workers() []int {
 	return slices.Clone(c.workers)
 }
 
+// String names the context and its policy, for errors and logs.
 func (c *Context) String() string { return fmt.Sprintf("context %q (%s)", c.name, c.policy) }
 
 // alive is the check while waiting for room in the context's events ring.
