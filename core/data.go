@@ -61,6 +61,10 @@ type Handle struct {
 	held       []*acquisition
 
 	unregistered atomic.Bool
+
+	// x is what the data-management calls of datainfo.go and dataops.go
+	// keep: name, user data, hints, write-through mask.
+	x handleExt
 }
 
 func (h *Handle) String() string {
@@ -289,9 +293,19 @@ type acquisition struct {
 	mode    Mode
 	job     *job
 	granted chan struct{}
+	// then, when set, runs instead of closing granted (asynchronous
+	// acquisitions, see acquireThen); node is where the data is held.
+	then func()
+	node int
 }
 
-func (a *acquisition) grant() { close(a.granted) }
+func (a *acquisition) grant() {
+	if a.then != nil {
+		a.then()
+		return
+	}
+	close(a.granted)
+}
 
 // Acquire gives the application access to the data in mode m, after the
 // tasks submitted before that conflict with it; tasks submitted after wait
@@ -303,6 +317,9 @@ func (h *Handle) Acquire(m Mode) error {
 	}
 	if h.unregistered.Load() {
 		return fmt.Errorf("acquire %s: %w", h, ErrUnregistered)
+	}
+	if err := h.rt.mayBlock("acquire " + h.String()); err != nil {
+		return err
 	}
 	a := h.acquireAsync(m)
 	<-a.granted
@@ -331,23 +348,10 @@ func (h *Handle) acquireAsync(m Mode) *acquisition {
 	return a
 }
 
-// Release ends the application's oldest hold on the handle. Changes made to
-// Go-registered memory under a writing hold become visible to later tasks.
-func (h *Handle) Release() error {
-	h.mu.Lock()
-	if len(h.held) == 0 {
-		h.mu.Unlock()
-		return fmt.Errorf("release %s: not acquired", h)
-	}
-	a := h.held[0]
-	h.held = h.held[1:]
-	if a.mode&W != 0 && h.home != nil {
-		h.copyHomeIn()
-	}
-	h.mu.Unlock()
-	h.rt.complete(a.job, -1, nil)
-	return nil
-}
+// Release ends the application's oldest hold on the handle in RAM (see
+// ReleaseOnNode). Changes made to Go-registered memory under a writing hold
+// become visible to later tasks.
+func (h *Handle) Release() error { return h.ReleaseOnNode(0) }
 
 // Unregister waits for the tasks using the handle, writes the current value
 // back to the registered Go memory, and frees the runtime's copy. The handle

@@ -91,6 +91,10 @@ type engine struct {
 	calls  []func()
 	ncalls atomic.Int32
 
+	// tid is the engine goroutine's thread (it is locked to it): blocking
+	// calls made there would never return (see mayBlock).
+	tid atomic.Int32
+
 	spin      int
 	started   bool
 	stopping  atomic.Bool
@@ -253,7 +257,11 @@ func (e *engine) hasWork() bool {
 // loop is the engine's goroutine.
 func (e *engine) loop() {
 	runtime.LockOSThread()
-	defer close(e.done)
+	e.tid.Store(int32(syscall.Gettid()))
+	defer func() {
+		e.tid.Store(0)
+		close(e.done)
+	}()
 	for !e.stopping.Load() {
 		e.coreBell.Wait(e.hasWork, e.spin, livenessCheckEvery)
 		e.runCalls()
@@ -443,11 +451,17 @@ func (e *engine) drainCompletions() {
 			if e.rt.trace != nil {
 				e.rt.trace.add(w.id, j, c.StartNs, c.EndNs, err != nil)
 			}
-			e.dropData(j, err == nil)
+			wt := e.dropData(j, err == nil)
 			if err == nil {
 				e.record(j, w, c.EndNs-c.StartNs)
 			}
 			e.sendDone(w.id, j.id, c.EndNs-c.StartNs)
+			if wt != nil {
+				// The task completes once its writes are through.
+				wid := int32(w.id)
+				wt.seal(func() { e.rt.complete(j, wid, nil) })
+				continue
+			}
 			e.rt.complete(j, int32(w.id), err)
 		}
 	}

@@ -125,6 +125,9 @@ type Runtime struct {
 	broken   atomic.Pointer[error]
 	shutdown atomic.Bool
 	trace    *tracer
+
+	// cbs are the threads running application callbacks (acquire.go).
+	cbs callbackThreads
 }
 
 // driverInst is one loaded driver and the workers it runs.
