@@ -42,8 +42,8 @@ func TestPrefetchQueueOrder(t *testing.T) {
 		{true, 2, "none"}, // two in flight
 		{false, 1, "c"},
 		{true, 0, "d"},
-		{true, 1, "none"},      // idle ones wait for the prefetch in flight
-		{false, 0, "none"},     // and for an idle node
+		{true, 1, "none"},  // idle ones wait for the prefetch in flight
+		{false, 0, "none"}, // and for an idle node
 		{true, 0, "idle9"},
 		{true, 0, "idle1"},
 		{true, 0, "idle1b"},
