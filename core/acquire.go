@@ -216,6 +216,10 @@ func (h *Handle) unhold(a *acquisition) {
 	e.call(func() {
 		if a.node != 0 {
 			h.reps[a.node].refs--
+			// Allocations waiting for memory the hold pinned try again.
+			if nd := e.rt.nodes[a.node]; len(nd.memWaiters) > 0 {
+				e.wakeMemWaiters(nd)
+			}
 		}
 		if w {
 			if g := e.writeThrough(h, a.node, nil); g != nil {

@@ -102,6 +102,41 @@ func TestAcquireOnNode(t *testing.T) {
 	}
 }
 
+// An allocation needing the memory that an acquisition on the device pins
+// waits for ReleaseOnNode, then evicts the released data. (The engine takes
+// the allocation request before the release: it runs calls in order.)
+func TestAcquireOnNodePinsMemory(t *testing.T) {
+	for _, d := range devices {
+		t.Run(d.name, func(t *testing.T) {
+			rt, scalOnDev := d.start(t, 1<<20)
+			big := register(t, rt, make([]float32, 1<<18)) // the whole device
+			if err := big.AcquireOnNode(devNode, core.R); err != nil {
+				t.Fatal(err)
+			}
+			x := ramp(4)
+			h := register(t, rt, x)
+			r, err := h.RequestAllocation(devNode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := big.ReleaseOnNode(devNode); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if st := status(t, big, devNode); st.Allocated {
+				t.Fatalf("released data after an allocation needed its room: %+v, want evicted", st)
+			}
+			scal(t, rt, scalOnDev, h, 2)
+			if err := h.Unregister(); err != nil {
+				t.Fatal(err)
+			}
+			wantValues(t, "x", x, func(i int) float32 { return float32(2 * i) })
+		})
+	}
+}
+
 // AcquireCB returns at once; its callback runs after the tasks before it,
 // with the data in place, and releases it.
 func TestAcquireCB(t *testing.T) {
