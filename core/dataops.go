@@ -566,7 +566,7 @@ func (e *engine) wontUse(h *Handle) *opGroup {
 // node, by a task or a writing acquisition, the nodes of the mask get a copy
 // too, before the task counts as completed; those copies are evicted last.
 // With bit 0 set, RAM stays up to date with tasks that write on a device.
-// It applies to the handle's children too.
+// It applies to the handle's current children too.
 func (h *Handle) SetWTMask(mask uint64) error {
 	rt := h.rt
 	for n := 0; n < 64; n++ {
