@@ -134,6 +134,24 @@ func TestMachine(t *testing.T) {
 	}
 }
 
+// The sgemm reference prints a positive rate for a product it really ran.
+func TestBenchSgemm(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"bench", "sgemm", "--size", "96", "--reps", "1"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(strings.TrimSpace(out.String()))
+	var gflops float64
+	for _, kv := range f {
+		if v, ok := strings.CutPrefix(kv, "gflops="); ok {
+			fmt.Sscan(v, &gflops)
+		}
+	}
+	if !(gflops > 0) || !strings.Contains(out.String(), "size=96") {
+		t.Fatalf("bench sgemm output:\n%s", out.String())
+	}
+}
+
 func TestCommandErrors(t *testing.T) {
 	cases := []struct {
 		args []string
@@ -145,6 +163,7 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"run", "cholesky", "--precision", "half", "--size", "64", "--nblocks", "2", "--plugin-dir", pluginDir}, "want single or double"},
 		{[]string{"run", "vector-scal", "--sched", "nope", "--plugin-dir", pluginDir}, `unknown scheduler "nope"`},
 		{[]string{"bench", "overhead", "--independent", "--buffers", "1"}, "take no buffers"},
+		{[]string{"bench", "sgemm", "--threads", "0"}, "must be positive"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
