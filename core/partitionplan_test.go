@@ -171,7 +171,6 @@ func TestPlanReadonly(t *testing.T) {
 			whole := make([]float32, n)
 			hw, err := core.RegisterVector(rt, whole)
 			must(t, err)
-			axpy(t, rt, hx, hw, 1) // reads the parent
 			halves := [2][]float32{make([]float32, 50), make([]float32, 50)}
 			var hh [2]*core.Handle
 			for i, c := range p.Children() {
@@ -183,6 +182,7 @@ func TestPlanReadonly(t *testing.T) {
 			hl, err := core.RegisterVector(rt, list)
 			must(t, err)
 			axpy(t, rt, q.Children()[1], hl, 1) // reads a child of q
+			axpy(t, rt, hx, hw, 1)              // reads the parent
 
 			for _, bad := range []*core.Handle{hx, p.Children()[0], q.Children()[1]} {
 				err := rt.Submit(&core.Task{Codelet: scalOnCPU, Handles: []*core.Handle{bad}, Arg: blasarg.ScalArg{Alpha: 2}.Encode()})
