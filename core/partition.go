@@ -309,14 +309,16 @@ func (h *Handle) Unpartition() error {
 	return h.Release()
 }
 
-// Children returns the handles h is partitioned into, or nil.
+// Children returns the handles h is partitioned into by Partition, or nil;
+// a plan's children are Plan.Children.
 func (h *Handle) Children() []*Handle {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]*Handle(nil), h.children...)
 }
 
-// Parent returns the handle h was partitioned from, or nil.
+// Parent returns the handle h was partitioned from (by Partition or a
+// Plan), or nil.
 func (h *Handle) Parent() *Handle { return h.parent }
 
 // checkUsable says why tasks cannot write h, if they cannot.

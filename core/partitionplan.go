@@ -160,7 +160,7 @@ func (p *Plan) Submit() error {
 			return err
 		}
 		p.set(PlanReadWrite)
-		p.submitSwitch(RW, W, p.scatter(true))
+		p.submitSwitch(RW, W, p.scatter(true), h.homeStale)
 		return nil
 	})
 }
@@ -314,6 +314,9 @@ func (p *Plan) change(what string, f func(h *Handle) error) error {
 	if h.unregistered.Load() {
 		return fmt.Errorf("%s %s: %w", what, p, ErrUnregistered)
 	}
+	if h.partitioned.Load() {
+		return fmt.Errorf("%w: %s %s: %s is partitioned by Partition", ErrInvalidData, what, p, h)
+	}
 	if err := f(h); err != nil {
 		return fmt.Errorf("%s %s: %w", what, p, err)
 	}
@@ -334,10 +337,13 @@ func (p *Plan) only(s PlanState) error {
 	return nil
 }
 
-// childrenIdle checks that no child of p has an active plan of its own;
-// planMu held.
+// childrenIdle checks that no child of p is partitioned, by Partition or
+// by an active plan of its own; planMu held.
 func (p *Plan) childrenIdle() error {
 	for _, c := range p.children {
+		if c.partitioned.Load() {
+			return fmt.Errorf("%w: child %s is partitioned by Partition; Unpartition it first", ErrInvalidData, c)
+		}
 		for _, q := range c.plans {
 			if q.state != PlanInactive {
 				return fmt.Errorf("%w: child %s is partitioned by %s; unpartition it first", ErrInvalidData, c, q)
@@ -503,8 +509,8 @@ func (p *Plan) scatter(rw bool) func(e *engine) {
 
 // gather is the data side of a switch back to the parent, once the
 // children's data is in RAM (in the parent's replicate): the parent's RAM
-// copy is the value. Unless the children stay readable (keep), their device
-// copies go.
+// copy is the value. With drop the children become unusable and their
+// device copies go; otherwise they stay readable with them.
 func (p *Plan) gather(drop bool) func(e *engine) {
 	return func(e *engine) {
 		h := p.parent

@@ -261,6 +261,7 @@ func TestPlanErrors(t *testing.T) {
 		return rt.Submit(&core.Task{Codelet: axpyOnCPU, Handles: []*core.Handle{h, hy}, Arg: blasarg.AxpyArg{Alpha: 1}.Encode()})
 	}
 	child := p.Children()[0]
+	var nested *core.Plan
 	type step struct {
 		name string
 		do   func() error
@@ -282,6 +283,16 @@ func TestPlanErrors(t *testing.T) {
 		{"read the partitioned parent", func() error { return read(hx) }, core.ErrInvalidData},
 		{"acquire the partitioned parent", func() error { return hx.Acquire(core.R) }, core.ErrInvalidData},
 		{"write a child", func() error { return write(child) }, nil},
+		{"plan a child", func() (err error) { nested, err = child.Plan(core.VectorBlocks(2, 0)); return err }, nil},
+		{"submit the child's plan", func() error { return nested.Submit() }, nil},
+		{"write the partitioned child", func() error { return write(child) }, core.ErrInvalidData},
+		{"write a grandchild", func() error { return write(nested.Children()[1]) }, nil},
+		{"unpartition p with a partitioned child", p.UnpartitionSubmit, core.ErrInvalidData},
+		{"unpartition the child's plan", func() error { return nested.UnpartitionSubmit() }, nil},
+		{"clean the child's plan", func() error { return nested.Clean() }, nil},
+		{"partition a child synchronously", func() error { _, err := child.Partition(core.VectorBlocks(5, 0)); return err }, nil},
+		{"read-only unpartition of p with a partitioned child", p.UnpartitionReadonlySubmit, core.ErrInvalidData},
+		{"unpartition the child synchronously", child.Unpartition, nil},
 		{"read-only unpartition of p", p.UnpartitionReadonlySubmit, nil},
 		{"write a read-only child", func() error { return write(child) }, core.ErrInvalidData},
 		{"write the parent of a read-only plan", func() error { return write(hx) }, core.ErrInvalidData},
@@ -310,11 +321,41 @@ func TestPlanErrors(t *testing.T) {
 	must(t, rt.WaitForAll())
 	for i, v := range x {
 		want := float32(2)
-		if i < 5 {
+		switch {
+		case i == 3 || i == 4: // the grandchild too
+			want = 8
+		case i < 5:
 			want = 4
 		}
 		if v != want {
 			t.Fatalf("x[%d] = %v, want %v", i, v, want)
 		}
+	}
+}
+
+// Shutdown with a plan still active read-write writes the children's data,
+// on the device too, back into the parent's memory.
+func TestPlanShutdown(t *testing.T) {
+	for _, d := range devices {
+		t.Run(d.name, func(t *testing.T) {
+			rt, scalOnDev := d.start(t, 1<<20)
+			x := make([]float32, 100)
+			for i := range x {
+				x[i] = 1
+			}
+			h, err := core.RegisterVector(rt, x)
+			must(t, err)
+			p := plan(t, h, core.VectorBlocks(4, 0))
+			must(t, p.Submit())
+			for _, c := range p.Children() {
+				scal(t, rt, scalOnDev, c, 3)
+			}
+			must(t, rt.Shutdown())
+			for i, v := range x {
+				if v != 3 {
+					t.Fatalf("x[%d] = %v after shutdown, want 3", i, v)
+				}
+			}
+		})
 	}
 }
