@@ -68,6 +68,7 @@ func TestRunWorkloads(t *testing.T) {
 		{[]string{"run", "vector-scal", "--size", "100000"}, map[string]string{"verified": "true"}, []string{"gflops", "ms"}},
 		{[]string{"run", "cholesky", "--size", "512", "--nblocks", "4"}, map[string]string{"verified": "true", "precision": "single"}, []string{"gflops", "residual"}},
 		{[]string{"run", "cholesky", "--size", "384", "--nblocks", "6", "--precision", "double"}, map[string]string{"verified": "true", "precision": "double"}, []string{"gflops"}},
+		{[]string{"run", "cholesky", "--size", "384", "--nblocks", "6", "--layout", "async"}, map[string]string{"verified": "true", "layout": "async"}, []string{"gflops"}},
 		{[]string{"bench", "overhead", "--tasks", "2000"}, map[string]string{"mode": "tags", "buffers": "0"}, []string{"per_task_us", "submit_us"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--buffers", "2"}, map[string]string{"mode": "chain", "buffers": "2"}, []string{"per_task_us"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--independent"}, map[string]string{"mode": "independent"}, []string{"per_task_us"}},
