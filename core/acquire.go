@@ -99,8 +99,8 @@ func (h *Handle) checkAcquire(op string, node int, m Mode) error {
 	if err := h.rt.usable(); err != nil {
 		return err
 	}
-	if h.unregistered.Load() {
-		return fmt.Errorf("%s %s: %w", op, h, ErrUnregistered)
+	if err := h.checkAccess(m); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	if err := h.rt.checkNode(node); err != nil {
 		return fmt.Errorf("%s %s: %w", op, h, err)
@@ -239,7 +239,7 @@ func (h *Handle) unhold(a *acquisition) {
 func (h *Handle) acquireThen(m Mode, then func(a *acquisition)) *acquisition {
 	j := h.rt.newJob()
 	a := &acquisition{mode: m, job: j}
-	a.then = func() { then(a) }
+	a.onGrant = func() { then(a) }
 	j.acquire = a
 	h.depend(j, m)
 	if j.ndeps.Add(-1) == 0 {

@@ -47,6 +47,13 @@ type Handle struct {
 	parent      *Handle
 	children    []*Handle
 	partitioned atomic.Bool
+	// ofPlan is the asynchronous partition plan this handle is a child of;
+	// plans are this handle's own (partitionplan.go, under planMu);
+	// restrict is what they leave tasks allowed to do with it.
+	ofPlan   *Plan
+	plans    []*Plan
+	nplans   int
+	restrict atomic.Uint32
 
 	// reps has one replicate per memory node when there are several (see
 	// coherency.go); validMask mirrors which are valid for other goroutines.
@@ -293,15 +300,16 @@ type acquisition struct {
 	mode    Mode
 	job     *job
 	granted chan struct{}
-	// then, when set, runs instead of closing granted (asynchronous
-	// acquisitions, see acquireThen); node is where the data is held.
-	then func()
-	node int
+	// onGrant, when set, runs instead of granting: the job is a partition
+	// plan's switch (partitionplan.go) or an asynchronous acquisition
+	// (acquireThen). node is where the data is held.
+	onGrant func()
+	node    int
 }
 
 func (a *acquisition) grant() {
-	if a.then != nil {
-		a.then()
+	if a.onGrant != nil {
+		a.onGrant()
 		return
 	}
 	close(a.granted)
@@ -315,8 +323,8 @@ func (h *Handle) Acquire(m Mode) error {
 	if !validMode(m) {
 		return fmt.Errorf("%w: acquire with mode %v", ErrInvalidTask, m)
 	}
-	if h.unregistered.Load() {
-		return fmt.Errorf("acquire %s: %w", h, ErrUnregistered)
+	if err := h.checkAccess(m); err != nil {
+		return fmt.Errorf("acquire: %w", err)
 	}
 	if err := h.rt.mayBlock("acquire " + h.String()); err != nil {
 		return err
@@ -362,6 +370,9 @@ func (h *Handle) Unregister() error {
 	}
 	if h.partitioned.Load() {
 		return fmt.Errorf("%w: unregister %s: it is partitioned; Unpartition it first", ErrInvalidData, h)
+	}
+	if err := h.checkPlans(); err != nil {
+		return fmt.Errorf("unregister: %w", err)
 	}
 	h.mu.Lock()
 	held := len(h.held)

@@ -370,7 +370,7 @@ func (h *Handle) request(op string, node int, mode Mode, kind reqKind, prio int,
 	if err := rt.usable(); err != nil {
 		return nil, err
 	}
-	if err := h.checkUsable(); err != nil {
+	if err := h.checkAccess(R); err != nil { // requests change no value
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if err := rt.checkNode(node); err != nil {
@@ -513,7 +513,7 @@ func (h *Handle) WontUse() error {
 	if err := rt.usable(); err != nil {
 		return err
 	}
-	if err := h.checkUsable(); err != nil {
+	if err := h.checkAccess(R); err != nil {
 		return fmt.Errorf("won't use: %w", err)
 	}
 	if !rt.multiNode {
@@ -707,6 +707,9 @@ func (h *Handle) UnregisterSubmit() error {
 	if h.partitioned.Load() {
 		return fmt.Errorf("%w: unregister %s: it is partitioned; Unpartition it first", ErrInvalidData, h)
 	}
+	if err := h.checkPlans(); err != nil {
+		return fmt.Errorf("unregister: %w", err)
+	}
 	if !h.unregistered.CompareAndSwap(false, true) {
 		return fmt.Errorf("unregister %s: %w", h, ErrUnregistered)
 	}
@@ -739,6 +742,9 @@ func (h *Handle) checkUnregister() error {
 	}
 	if h.partitioned.Load() {
 		return fmt.Errorf("%w: unregister %s: it is partitioned; Unpartition it first", ErrInvalidData, h)
+	}
+	if err := h.checkPlans(); err != nil {
+		return fmt.Errorf("unregister: %w", err)
 	}
 	h.mu.Lock()
 	held := len(h.held)
@@ -788,17 +794,18 @@ func (h *Handle) submitCopy(src *Handle, done func(error)) (*job, error) {
 	if src == h {
 		return nil, fmt.Errorf("%w: copy %s onto itself", ErrInvalidData, h)
 	}
-	for _, x := range []*Handle{src, h} {
-		if err := x.checkUsable(); err != nil {
-			return nil, fmt.Errorf("copy: %w", err)
-		}
+	if err := src.checkAccess(R); err != nil {
+		return nil, fmt.Errorf("copy: %w", err)
+	}
+	if err := h.checkAccess(W); err != nil {
+		return nil, fmt.Errorf("copy: %w", err)
 	}
 	if err := sameShape(h, src); err != nil {
 		return nil, err
 	}
 	j := rt.newJob()
 	a := &acquisition{mode: W, job: j}
-	a.then = func() { go h.runCopy(src, j, done) }
+	a.onGrant = func() { go h.runCopy(src, j, done) }
 	j.acquire = a
 	rt.pending.Add(1)
 	src.depend(j, R)

@@ -440,7 +440,7 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 		if h.rt != rt {
 			return fmt.Errorf("%w: task %q: handle %d belongs to another runtime", ErrInvalidTask, name, i)
 		}
-		if err := h.checkUsable(); err != nil {
+		if err := h.checkAccess(j.modes[i]); err != nil {
 			return fmt.Errorf("task %q: handle %d: %w", name, i, err)
 		}
 	}
