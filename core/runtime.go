@@ -79,7 +79,7 @@ type Runtime struct {
 	// threads counts the busy threads of in-process plugins and savedProcs
 	// is GOMAXPROCS before they raised it (reserveThreads).
 	threads, savedProcs int
-	engine  *engine
+	engine              *engine
 
 	codelets    sync.Map // *Codelet -> *codeletInfo
 	clMu        sync.Mutex
