@@ -249,8 +249,12 @@ func (rt *Runtime) createContext(ctx context.Context, x config.Context) (_ *Cont
 	}
 	c := newContext(rt, id+1, x.Name, x.Sched, rings, slices.Clone(x.Workers))
 	c.sched, c.proc = s, proc
+	if proc == nil {
+		// An in-process policy's thread needs a P, as the global one's.
+		rt.reserveThreads(1)
+	}
 	if err := s.Init(ctx, rt.schedInit(x.Workers, rings)); err != nil {
-		return nil, fail("policy %s: init: %v", x.Sched, err)
+		return nil, fail("policy %s: init: %w", x.Sched, err)
 	}
 	if n := len(rt.freeRings); n > 0 && rt.freeRings[n-1] == rings {
 		rt.freeRings = rt.freeRings[:n-1]

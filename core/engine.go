@@ -89,6 +89,10 @@ type engine struct {
 	calls  []func()
 	ncalls atomic.Int32
 
+	// tid is the engine goroutine's thread (it is locked to it): blocking
+	// calls made there would never return (see mayBlock).
+	tid atomic.Int32
+
 	spin      int
 	started   bool
 	stopping  atomic.Bool
@@ -275,11 +279,13 @@ func (e *engine) hasWork() bool {
 // loop is the engine's goroutine.
 func (e *engine) loop() {
 	runtime.LockOSThread()
-	defer close(e.done)
+	e.tid.Store(int32(syscall.Gettid()))
 	defer func() {
 		for _, c := range *e.ctxs.Load() {
 			c.failAcks(ErrShutdown)
 		}
+		e.tid.Store(0)
+		close(e.done)
 	}()
 	for !e.stopping.Load() {
 		e.coreBell.Wait(e.hasWork, e.spin, livenessCheckEvery)
@@ -423,7 +429,9 @@ func (e *engine) flushOverflow() {
 // fail completes a task that was assigned but could not run, returning the
 // worker's slot to the scheduler.
 func (e *engine) fail(j *job, wid int, err error) {
-	e.untrack(j.id)
+	if e.untrack(j.id) == nil {
+		return // failed already, e.g. by its transfers when a driver died
+	}
 	e.dropData(j, false)
 	e.sendDone(j.sctx, wid, j.id, 0)
 	e.rt.complete(j, -1, err)
@@ -491,11 +499,17 @@ func (e *engine) drainCompletions() {
 			if e.rt.trace != nil {
 				e.rt.trace.add(w.id, j, c.StartNs, c.EndNs, err != nil)
 			}
-			e.dropData(j, err == nil)
+			wt := e.dropData(j, err == nil)
 			if err == nil {
 				e.record(j, w, c.EndNs-c.StartNs)
 			}
 			e.sendDone(j.sctx, w.id, j.id, c.EndNs-c.StartNs)
+			if wt != nil {
+				// The task completes once its writes are through.
+				wid := int32(w.id)
+				wt.seal(func() { e.rt.complete(j, wid, nil) })
+				continue
+			}
 			e.rt.complete(j, int32(w.id), err)
 		}
 	}
@@ -505,12 +519,34 @@ func (e *engine) drainCompletions() {
 func (e *engine) checkPlugins() {
 	e.lastCheck = time.Now()
 	rt := e.rt
+	var died []*driverInst
 	for _, d := range rt.drivers {
 		if d.proc == nil || d.dead.Load() || !d.proc.Exited() {
 			continue
 		}
 		d.dead.Store(true)
 		rt.log.Error("driver plugin exited", "driver", d.name, "pid", d.proc.Pid())
+		died = append(died, d)
+	}
+	// A dead driver's transfers and allocations never complete: fail them,
+	// at every check since finishing one may post another there, so that
+	// nothing waits for them (tasks, acquisitions, write-through,
+	// prefetches). Before its tasks: those waiting for the transfers fail
+	// through them.
+	if len(e.xfers) > 0 {
+		var lost []*xfer
+		for id, x := range e.xfers {
+			if x.dev != nil && x.dev.drv != nil && x.dev.drv.dead.Load() {
+				delete(e.xfers, id)
+				lost = append(lost, x)
+			}
+		}
+		for _, x := range lost {
+			d := x.dev.drv
+			e.finishXfer(x, fmt.Errorf("%w: driver-%s (pid %d) exited during a transfer on %s", ErrPluginCrashed, d.name, d.proc.Pid(), x.dev.name))
+		}
+	}
+	for _, d := range died {
 		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker >= 0 && rt.workers[j.worker].drv == d }) {
 			e.fail(j, int(j.worker), fmt.Errorf("%w: driver-%s (pid %d) exited while task %q was on worker %d", ErrPluginCrashed, d.name, d.proc.Pid(), j.name(), j.worker))
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -75,7 +76,10 @@ type Runtime struct {
 	getenv   func(string) string
 	sched    sched.Scheduler
 	schedP   *loader.Plugin
-	engine   *engine
+	// threads counts the busy threads of in-process plugins and savedProcs
+	// is GOMAXPROCS before they raised it (reserveThreads).
+	threads, savedProcs int
+	engine              *engine
 
 	// Scheduling contexts: global holds every worker at Init; ctxMu
 	// serialises creating and deleting contexts; freeRings are the rings
@@ -136,6 +140,9 @@ type Runtime struct {
 	broken   atomic.Pointer[error]
 	shutdown atomic.Bool
 	trace    *tracer
+
+	// cbs are the threads running application callbacks (acquire.go).
+	cbs callbackThreads
 }
 
 // driverInst is one loaded driver and the workers it runs.
@@ -445,6 +452,9 @@ func (rt *Runtime) start(ctx context.Context) error {
 		if n == 0 {
 			continue
 		}
+		if d.proc == nil {
+			rt.reserveThreads(n)
+		}
 		if err := d.drv.Init(ctx, req); err != nil {
 			return fmt.Errorf("driver-%s: init: %w", d.name, err)
 		}
@@ -459,11 +469,44 @@ func (rt *Runtime) start(ctx context.Context) error {
 	for _, w := range rt.workers {
 		rt.global.workers = append(rt.global.workers, w.id)
 	}
+	if rt.schedP == nil {
+		rt.reserveThreads(1)
+	}
 	if err := rt.sched.Init(ctx, rt.schedInit(rt.global.workers, rt.global.rings)); err != nil {
 		return fmt.Errorf("scheduler %s: init: %w", rt.cfg.Sched, err)
 	}
 	e.start()
 	return nil
+}
+
+// reserveThreads makes room in Go's scheduler for n more threads that an
+// in-process plugin locks and keeps busy (workers, a policy host): each
+// polls its ring on a locked thread, and one that sleeps on a futex keeps its
+// P until Go's sysmon takes it back, so with fewer Ps than such threads a
+// dependency hop waited for sysmon (0.5 ms per task with GOMAXPROCS=2
+// instead of a few µs). The engine's thread and the application's are
+// counted at the first reservation. Plugin processes need none of this.
+func (rt *Runtime) reserveThreads(n int) {
+	if rt.threads == 0 {
+		rt.threads = 2
+	}
+	rt.threads += n
+	if cur := runtime.GOMAXPROCS(0); cur < rt.threads {
+		rt.log.Debug("raising GOMAXPROCS for in-process plugins", "from", cur, "to", rt.threads)
+		if rt.savedProcs == 0 {
+			rt.savedProcs = cur
+		}
+		runtime.GOMAXPROCS(rt.threads)
+	}
+}
+
+// restoreThreads undoes reserveThreads once the in-process plugins stopped,
+// unless someone else changed GOMAXPROCS meanwhile.
+func (rt *Runtime) restoreThreads() {
+	if rt.savedProcs > 0 && runtime.GOMAXPROCS(0) == rt.threads {
+		runtime.GOMAXPROCS(rt.savedProcs)
+	}
+	rt.savedProcs = 0
 }
 
 // usable reports why the runtime cannot take work, if it cannot.
@@ -541,6 +584,7 @@ func (rt *Runtime) teardown() error {
 			d.proc.Kill()
 		}
 	}
+	rt.restoreThreads()
 	if rt.arena != nil {
 		if err := rt.arena.Close(); err != nil {
 			errs = append(errs, err)

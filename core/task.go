@@ -61,7 +61,9 @@ type Task struct {
 	// the scheduler, on the goroutine that released it.
 	PrologueCallback func(*Task)
 	// Callback runs after the task completes, on the runtime's completion
-	// thread: keep it short and never block in it.
+	// thread: keep it short and never block in it. Blocking data calls
+	// (Acquire, FetchOnNode, ...) from it fail with ErrDeadlock; the
+	// asynchronous ones (AcquireCB, ...) may be used.
 	Callback func(*Task)
 	// Synchronous makes Submit wait for the task's completion.
 	Synchronous bool
@@ -454,7 +456,7 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 		if h.rt != rt {
 			return fmt.Errorf("%w: task %q: handle %d belongs to another runtime", ErrInvalidTask, name, i)
 		}
-		if err := h.checkUsable(); err != nil {
+		if err := h.checkAccess(j.modes[i]); err != nil {
 			return fmt.Errorf("task %q: handle %d: %w", name, i, err)
 		}
 	}
@@ -529,12 +531,12 @@ func (rt *Runtime) ready(j *job, releasedBy int32) {
 		j.acquire.grant()
 	case j.nowhere:
 		if f := j.task.PrologueCallback; f != nil {
-			f(j.task)
+			rt.taskCallback(f, j.task, releasedBy)
 		}
 		rt.complete(j, -1, nil)
 	default:
 		if f := j.task.PrologueCallback; f != nil {
-			f(j.task)
+			rt.taskCallback(f, j.task, releasedBy)
 		}
 		j.status.Store(uint32(StatusReady))
 		if j.task.WorkerOrder != 0 && !rt.orderTurn(j) {
@@ -756,7 +758,7 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 				}
 				if s.nowhere {
 					if f := s.task.PrologueCallback; f != nil {
-						f(s.task)
+						rt.taskCallback(f, s.task, worker)
 					}
 					rt.executed(s, -1, nil)
 					stack = append(stack, termination{j: s})
@@ -773,7 +775,7 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 		}
 		t := j.task
 		if t.Callback != nil {
-			t.Callback(t)
+			rt.taskCallback(t.Callback, t, worker)
 		}
 		if t.Regenerate && rt.regenerate(j) {
 			continue
