@@ -128,7 +128,7 @@ func TestMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"driver-cpu", "sched-ws", "loaded (pid", "workers: 2", "CPU 0", "CPU 1", "RAM", "memfd"} {
+	for _, want := range []string{"driver-cpu", "sched-ws", "loaded (pid", "workers: 2", "CPU 0", "CPU 1", "RAM", "memfd", "#0 global: policy ws, workers [0 1]"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("machine output lacks %q:\n%s", want, s)
 		}
