@@ -705,6 +705,22 @@ func (h *Handle) waitFree() {
 	}
 }
 
+// afterFree runs f once no access to h without sequential consistency is
+// in flight: at once when none is, else on a goroutine of its own.
+func (h *Handle) afterFree(f func()) {
+	h.mu.Lock()
+	busy := h.acc != nil && h.acc.free > 0
+	h.mu.Unlock()
+	if !busy {
+		f()
+		return
+	}
+	go func() {
+		h.waitFree()
+		f()
+	}()
+}
+
 // validAcquireMode tells whether the application may acquire data in m:
 // SCRATCH and REDUX are for tasks.
 func validAcquireMode(m Mode) bool {
@@ -722,8 +738,12 @@ func (h *Handle) TryAcquire(m Mode) error {
 	if !validAcquireMode(m) {
 		return fmt.Errorf("%w: try acquire with mode %v", ErrInvalidTask, m)
 	}
-	if h.unregistered.Load() {
-		return fmt.Errorf("try acquire %s: %w", h, ErrUnregistered)
+	if err := h.checkAccess(m); err != nil {
+		return fmt.Errorf("try acquire: %w", err)
+	}
+	// Granted at once, but bringing the data to RAM may wait for the engine.
+	if err := h.rt.mayBlock("try acquire " + h.String()); err != nil {
+		return err
 	}
 	h.mu.Lock()
 	var arb *Arbiter
@@ -866,8 +886,11 @@ func (h *Handle) AcquireSequentialConsistency(m Mode, sequential bool) error {
 	if !validAcquireMode(m) {
 		return fmt.Errorf("%w: acquire with mode %v", ErrInvalidTask, m)
 	}
-	if h.unregistered.Load() {
-		return fmt.Errorf("acquire %s: %w", h, ErrUnregistered)
+	if err := h.checkAccess(m); err != nil {
+		return fmt.Errorf("acquire: %w", err)
+	}
+	if err := h.rt.mayBlock("acquire " + h.String()); err != nil {
+		return err
 	}
 	j := h.rt.newJob()
 	a := &acquisition{mode: m, job: j, granted: make(chan struct{})}

@@ -57,14 +57,20 @@ func (x *xfer) wait(w dataWaiter) { x.waiters = append(x.waiters, w) }
 // then the tasks waiting for x, which take hold of their data before the
 // tasks waiting for memory get a chance to evict it.
 func (e *engine) finishXfer(x *xfer, err error) {
+	if x.dev != nil {
+		x.dev.reqs.inflight--
+	}
 	for _, f := range x.then {
 		f(err)
 	}
 	for _, w := range x.waiters {
 		w.xferDone(e, err)
 	}
-	if x.dev != nil && len(x.dev.memWaiters) > 0 {
-		e.wakeMemWaiters(x.dev)
+	if x.dev != nil {
+		if len(x.dev.memWaiters) > 0 {
+			e.wakeMemWaiters(x.dev)
+		}
+		e.pumpAfter(x.dev)
 	}
 }
 
@@ -163,28 +169,28 @@ func (e *engine) need(h *Handle, n int, m Mode, w dataWaiter, since uint64) (pen
 	if m&R == 0 || r.state != invalid {
 		return 0, nil
 	}
+	if !h.anyValid() {
+		// No valid copy anywhere (invalidated): the contents are
+		// undefined, and this replicate becomes the reference.
+		r.state = owner
+		h.publishValid()
+		return 0, nil
+	}
 	e.fetch(h, n).wait(w)
 	return 1, nil
 }
 
-// fetch starts bringing a valid copy of h to node n and returns the
-// transfer that does it.
+// fetch starts bringing a valid copy of h, which must exist, to node n and
+// returns the transfer that does it.
 func (e *engine) fetch(h *Handle, n int) *xfer {
-	src := -1
-	if h.reps[0].state != invalid {
-		src = 0
-	} else {
+	src := 0
+	if h.reps[0].state == invalid {
 		for i := range h.reps {
 			if h.reps[i].state != invalid {
 				src = i
 				break
 			}
 		}
-	}
-	if src < 0 {
-		// Nothing valid anywhere: the RAM copy is the value (never written).
-		h.reps[0].state = owner
-		src = 0
 	}
 	if src != 0 && n != 0 {
 		// Device to device goes through RAM.
@@ -196,8 +202,10 @@ func (e *engine) fetch(h *Handle, n int) *xfer {
 		// Registered by postCopy when the first hop ends.
 		second := &xfer{id: e.rt.nextJob.Add(1)}
 		h.reps[n].filling = second
+		gen := h.x.gen
 		first.then = append(first.then, func(err error) {
-			if err != nil {
+			if err != nil || h.x.gen != gen {
+				// Failed, or written meanwhile: the waiters look again.
 				h.reps[n].filling = nil
 				e.finishXfer(second, err)
 				return
@@ -226,6 +234,10 @@ func (e *engine) postCopy(h *Handle, src, dst int, x *xfer) {
 	}
 	nd := e.rt.nodes[dev]
 	x.dev = nd
+	nd.reqs.inflight++
+	// A copy that finishes after the handle was written again carries an
+	// old value: it leaves the replicate invalid.
+	gen := h.x.gen
 	c := wire.Copy{ID: x.id, SrcNode: e.localNode(src), DstNode: e.localNode(dst), SrcBuffer: e.bufferOn(h, src), DstBuffer: e.bufferOn(h, dst)}
 	plan := h.copyPlan()
 	if dst == 0 {
@@ -239,7 +251,7 @@ func (e *engine) postCopy(h *Handle, src, dst int, x *xfer) {
 	x.then = append(x.then, func(err error) {
 		r := &h.reps[dst]
 		r.filling = nil
-		if err != nil {
+		if err != nil || h.x.gen != gen {
 			return
 		}
 		r.state = shared
@@ -298,6 +310,7 @@ func (e *engine) allocate(r *replicate, since uint64) (*xfer, error) {
 	nd.reps[r] = struct{}{}
 	x := e.newXfer()
 	x.dev = nd
+	nd.reqs.inflight++
 	r.filling = x
 	x.then = append(x.then, func(err error) {
 		r.filling = nil
@@ -347,7 +360,7 @@ func (e *engine) makeRoom(nd *memNode, size uint64, since uint64) (*xfer, error)
 		}
 		return nil, fmt.Errorf("%w: the node has %d bytes, the task's other data takes %d", errOutOfMemory, nd.capacity, nd.used-reclaimable)
 	}
-	sortByLastUse(victims)
+	sortVictims(victims, nd.id)
 	var wait *xfer
 	for _, r := range victims {
 		if nd.used+size <= nd.capacity {
@@ -384,9 +397,15 @@ func (e *engine) wakeMemWaiters(nd *memNode) {
 // errOutOfMemory reports a device too small for a task's data.
 var errOutOfMemory = errors.New("out of device memory")
 
-func sortByLastUse(rs []*replicate) {
+// sortVictims orders eviction candidates on node: by the hints of their
+// handles (see evictionClass), then least recently used first.
+func sortVictims(rs []*replicate, node int) {
+	less := func(a, b *replicate) bool {
+		ca, cb := evictionClass(a, node), evictionClass(b, node)
+		return ca < cb || ca == cb && a.lastUse < b.lastUse
+	}
 	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].lastUse < rs[j-1].lastUse; j-- {
+		for j := i; j > 0 && less(rs[j], rs[j-1]); j-- {
 			rs[j], rs[j-1] = rs[j-1], rs[j]
 		}
 	}
@@ -402,9 +421,15 @@ func (e *engine) evict(r *replicate) {
 }
 
 // release drops a replicate that its handle no longer needs, keeping the
-// allocation in the node's cache.
+// allocation in the node's cache. A replicate being filled (by a prefetch)
+// is dropped once the transfer ends, so that its buffer is not reused under
+// it.
 func (e *engine) release(r *replicate) {
 	if !r.allocated {
+		return
+	}
+	if x := r.filling; x != nil {
+		x.then = append(x.then, func(error) { e.release(r) })
 		return
 	}
 	nd := e.rt.nodes[r.node]
@@ -422,6 +447,7 @@ func (e *engine) freeDevice(nd *memNode, buf, size uint64) {
 
 // written records that node n now holds the only valid copy of h.
 func (h *Handle) written(n int) {
+	h.x.gen++
 	for i := range h.reps {
 		h.reps[i].state = invalid
 	}
@@ -524,10 +550,11 @@ func (j *job) xferDone(e *engine, err error) {
 }
 
 // dropData releases j's references on its replicates, and records what it
-// wrote.
-func (e *engine) dropData(j *job, ok bool) {
+// wrote. It returns the write-through copies (SetWTMask) that the task's
+// completion waits for, or nil.
+func (e *engine) dropData(j *job, ok bool) (wt *opGroup) {
 	if !j.dataHeld {
-		return
+		return nil
 	}
 	j.dataHeld = false
 	hs, modes := j.buffers()
@@ -535,11 +562,15 @@ func (e *engine) dropData(j *job, ok bool) {
 		h.reps[j.node].refs--
 		if ok && modes[i]&W != 0 {
 			h.written(j.node)
+			if h.x.wt.Load() != 0 {
+				wt = e.writeThrough(h, j.node, wt)
+			}
 		}
 	}
 	if nd := e.rt.nodes[j.node]; len(nd.memWaiters) > 0 {
 		e.wakeMemWaiters(nd)
 	}
+	return wt
 }
 
 // call runs f on the engine goroutine, which owns replicate state.

@@ -47,6 +47,13 @@ type Handle struct {
 	parent      *Handle
 	children    []*Handle
 	partitioned atomic.Bool
+	// ofPlan is the asynchronous partition plan this handle is a child of;
+	// plans are this handle's own (partitionplan.go, under planMu);
+	// restrict is what they leave tasks allowed to do with it.
+	ofPlan   *Plan
+	plans    []*Plan
+	nplans   int
+	restrict atomic.Uint32
 
 	// reps has one replicate per memory node when there are several (see
 	// coherency.go); validMask mirrors which are valid for other goroutines.
@@ -63,6 +70,10 @@ type Handle struct {
 	acc *accessState
 
 	unregistered atomic.Bool
+
+	// x is what the data-management calls of datainfo.go and dataops.go
+	// keep: name, user data, hints, write-through mask.
+	x handleExt
 }
 
 func (h *Handle) String() string {
@@ -304,9 +315,20 @@ type acquisition struct {
 	mode    Mode
 	job     *job
 	granted chan struct{}
+	// onGrant, when set, runs instead of granting: the job is a partition
+	// plan's switch (partitionplan.go) or an asynchronous acquisition
+	// (acquireThen). node is where the data is held.
+	onGrant func()
+	node    int
 }
 
-func (a *acquisition) grant() { close(a.granted) }
+func (a *acquisition) grant() {
+	if a.onGrant != nil {
+		a.onGrant()
+		return
+	}
+	close(a.granted)
+}
 
 // Acquire gives the application access to the data in mode m, after the
 // tasks submitted before that conflict with it; tasks submitted after wait
@@ -316,8 +338,11 @@ func (h *Handle) Acquire(m Mode) error {
 	if !validAcquireMode(m) {
 		return fmt.Errorf("%w: acquire with mode %v", ErrInvalidTask, m)
 	}
-	if h.unregistered.Load() {
-		return fmt.Errorf("acquire %s: %w", h, ErrUnregistered)
+	if err := h.checkAccess(m); err != nil {
+		return fmt.Errorf("acquire: %w", err)
+	}
+	if err := h.rt.mayBlock("acquire " + h.String()); err != nil {
+		return err
 	}
 	a := h.acquireAsync(m)
 	<-a.granted
@@ -346,23 +371,10 @@ func (h *Handle) acquireAsync(m Mode) *acquisition {
 	return a
 }
 
-// Release ends the application's oldest hold on the handle. Changes made to
-// Go-registered memory under a writing hold become visible to later tasks.
-func (h *Handle) Release() error {
-	h.mu.Lock()
-	if len(h.held) == 0 {
-		h.mu.Unlock()
-		return fmt.Errorf("release %s: not acquired", h)
-	}
-	a := h.held[0]
-	h.held = h.held[1:]
-	if a.mode&W != 0 && h.home != nil {
-		h.copyHomeIn()
-	}
-	h.mu.Unlock()
-	h.rt.complete(a.job, -1, nil)
-	return nil
-}
+// Release ends the application's oldest hold on the handle in RAM (see
+// ReleaseOnNode). Changes made to Go-registered memory under a writing hold
+// become visible to later tasks.
+func (h *Handle) Release() error { return h.ReleaseOnNode(0) }
 
 // Unregister waits for the tasks using the handle, writes the current value
 // back to the registered Go memory, and frees the runtime's copy. The handle
@@ -373,6 +385,9 @@ func (h *Handle) Unregister() error {
 	}
 	if h.partitioned.Load() {
 		return fmt.Errorf("%w: unregister %s: it is partitioned; Unpartition it first", ErrInvalidData, h)
+	}
+	if err := h.checkPlans(); err != nil {
+		return fmt.Errorf("unregister: %w", err)
 	}
 	h.mu.Lock()
 	held := len(h.held)

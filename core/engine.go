@@ -10,7 +10,6 @@ import (
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
-	"github.com/starpu-go/starpu/pluginapi/sched"
 	"github.com/starpu-go/starpu/pluginapi/shm"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
@@ -32,7 +31,7 @@ const (
 )
 
 func controlBytes(workers int) uint64 {
-	n := shm.RingBytes(eventsRingCap) + shm.RingBytes(decisionsRingCap) + 2*shm.BellSize
+	n := maxContexts*(shm.RingBytes(eventsRingCap)+shm.RingBytes(decisionsRingCap)+shm.BellSize) + shm.BellSize
 	n += uint64(workers) * (shm.RingBytes(dispatchRingCap) + shm.RingBytes(completionRingCap) + shm.BellSize)
 	return n + 64*1024
 }
@@ -69,13 +68,12 @@ type workerState struct {
 // goroutine turns decisions into dispatches and completions into
 // dependency releases.
 type engine struct {
-	rt         *Runtime
-	events     *shm.Ring
-	decisions  *shm.Ring
-	schedBell  *shm.Bell
-	coreBell   *shm.Bell
-	schedRings sched.RingRefs
-	schedMu    sync.Mutex // the events ring has many producers in this process
+	rt *Runtime
+	// ctxs are the live scheduling contexts, the global one first; each
+	// has its own policy instance and rings. Copied on change.
+	ctxs        atomic.Pointer[[]*Context]
+	coreBell    *shm.Bell
+	coreBellRef uint64
 
 	jobsMu sync.Mutex
 	jobs   map[uint64]*job // pushed to the scheduler, not yet completed
@@ -91,6 +89,10 @@ type engine struct {
 	calls  []func()
 	ncalls atomic.Int32
 
+	// tid is the engine goroutine's thread (it is locked to it): blocking
+	// calls made there would never return (see mayBlock).
+	tid atomic.Int32
+
 	spin      int
 	started   bool
 	stopping  atomic.Bool
@@ -101,18 +103,16 @@ type engine struct {
 func newEngine(rt *Runtime) (*engine, error) {
 	e := &engine{rt: rt, jobs: map[uint64]*job{}, xfers: map[uint64]*xfer{}, spin: rt.cfg.SpinIters, done: make(chan struct{})}
 	var err error
-	if e.events, e.schedRings.Events, err = carveRing(rt.arena, eventsRingCap); err != nil {
-		return nil, fmt.Errorf("scheduler events ring: %w", err)
-	}
-	if e.decisions, e.schedRings.Decisions, err = carveRing(rt.arena, decisionsRingCap); err != nil {
-		return nil, fmt.Errorf("scheduler decisions ring: %w", err)
-	}
-	if e.schedBell, e.schedRings.Bell, err = carveBell(rt.arena); err != nil {
+	if e.coreBell, e.coreBellRef, err = carveBell(rt.arena); err != nil {
 		return nil, err
 	}
-	if e.coreBell, e.schedRings.CoreBell, err = carveBell(rt.arena); err != nil {
+	rings, err := carveCtxRings(rt.arena, e.coreBellRef)
+	if err != nil {
 		return nil, err
 	}
+	rt.global = newContext(rt, 0, GlobalContextName, rt.cfg.Sched, rings, nil)
+	rt.global.sched, rt.global.proc = rt.sched, rt.schedP
+	e.ctxs.Store(&[]*Context{rt.global})
 	return e, nil
 }
 
@@ -142,7 +142,7 @@ func (e *engine) addWorker(d *driverInst, unit int) (*workerState, error) {
 		}
 	}
 	var err error
-	w.spec = driver.WorkerSpec{ID: w.id, Unit: unit, CoreBell: e.schedRings.CoreBell}
+	w.spec = driver.WorkerSpec{ID: w.id, Unit: unit, CoreBell: e.coreBellRef}
 	if w.dispatch, w.spec.Dispatch, err = carveRing(rt.arena, dispatchRingCap); err != nil {
 		return nil, fmt.Errorf("worker %d dispatch ring: %w", w.id, err)
 	}
@@ -188,24 +188,44 @@ func (e *engine) push(j *job, releasedBy int32) {
 			p.Flags |= wire.PushLocality
 		}
 	}
-	// Published after the job's last write here: the engine finds it in
-	// jobs once the scheduler has decided.
-	e.jobsMu.Lock()
-	e.jobs[j.id] = j
-	e.jobsMu.Unlock()
-	e.schedMu.Lock()
-	b, err := e.events.ReserveWait(wire.PushLen(len(p.Transfer)), e.schedAlive)
+	c := e.rt.global
+	if j.ctx == nil {
+		// The global context is never deleted and breaks only with the
+		// runtime: no check to make.
+		j.sctx = c
+		e.track(j)
+		c.mu.Lock()
+	} else {
+		c = j.ctx
+		c.mu.Lock()
+		if c.deleted {
+			// Its tasks go to the global context.
+			c.mu.Unlock()
+			c = e.rt.global
+			c.mu.Lock()
+		}
+		if bp := c.broken.Load(); bp != nil {
+			c.mu.Unlock()
+			e.rt.complete(j, -1, *bp)
+			return
+		}
+		// Tracked under c.mu: Delete's removal message, and so its move of
+		// the unassigned tasks, comes after this push.
+		j.sctx = c
+		e.track(j)
+	}
+	b, err := c.rings.events.ReserveWait(wire.PushLen(len(p.Transfer)), c.alive)
 	if err == nil {
 		p.Encode(b)
-		e.events.Commit()
+		c.rings.events.Commit()
 	}
-	e.schedMu.Unlock()
+	c.mu.Unlock()
 	if err != nil {
 		e.untrack(j.id)
-		e.rt.complete(j, -1, fmt.Errorf("push task to scheduler: %w", err))
+		e.rt.complete(j, -1, fmt.Errorf("push task to %s: %w", c, err))
 		return
 	}
-	e.schedBell.Ring()
+	c.rings.bell.Ring()
 }
 
 func (rt *Runtime) push(j *job, releasedBy int32) { rt.engine.push(j, releasedBy) }
@@ -216,11 +236,12 @@ func (e *engine) schedUsable() bool {
 	return !e.stopping.Load() && e.rt.broken.Load() == nil
 }
 
-// schedAlive is the check while waiting for room in the events ring: it asks
-// the process itself, since the engine may be the one waiting and then cannot
-// run checkPlugins.
-func (e *engine) schedAlive() bool {
-	return e.schedUsable() && (e.rt.schedP == nil || !e.rt.schedP.Exited())
+// track publishes j, after its last write by push: the engine finds it in
+// jobs once the scheduler has decided.
+func (e *engine) track(j *job) {
+	e.jobsMu.Lock()
+	e.jobs[j.id] = j
+	e.jobsMu.Unlock()
 }
 
 func (e *engine) untrack(id uint64) *job {
@@ -239,8 +260,13 @@ func (e *engine) lookup(id uint64) *job {
 }
 
 func (e *engine) hasWork() bool {
-	if !e.decisions.Empty() || e.stopping.Load() || e.ncalls.Load() > 0 {
+	if e.stopping.Load() || e.ncalls.Load() > 0 {
 		return true
+	}
+	for _, c := range *e.ctxs.Load() {
+		if !c.rings.decisions.Empty() {
+			return true
+		}
 	}
 	for _, w := range e.rt.workers {
 		if !w.completion.Empty() {
@@ -253,7 +279,14 @@ func (e *engine) hasWork() bool {
 // loop is the engine's goroutine.
 func (e *engine) loop() {
 	runtime.LockOSThread()
-	defer close(e.done)
+	e.tid.Store(int32(syscall.Gettid()))
+	defer func() {
+		for _, c := range *e.ctxs.Load() {
+			c.failAcks(ErrShutdown)
+		}
+		e.tid.Store(0)
+		close(e.done)
+	}()
 	for !e.stopping.Load() {
 		e.coreBell.Wait(e.hasWork, e.spin, livenessCheckEvery)
 		e.runCalls()
@@ -268,15 +301,34 @@ func (e *engine) loop() {
 }
 
 func (e *engine) drainDecisions() {
+	for _, c := range *e.ctxs.Load() {
+		e.drainContext(c)
+	}
+}
+
+// drainContext reads one context's decisions: assignments, and the echoes
+// of Workers messages.
+func (e *engine) drainContext(c *Context) {
 	var a wire.Assign
-	for msg := e.decisions.Peek(); msg != nil; msg = e.decisions.Peek() {
-		if wire.Type(msg) != wire.TypeAssign || a.Decode(msg) != nil {
-			e.rt.log.Error("scheduler sent a malformed decision", "type", wire.Type(msg), "len", len(msg))
-			e.decisions.Release()
-			continue
+	d := c.rings.decisions
+	for msg := d.Peek(); msg != nil; msg = d.Peek() {
+		switch wire.Type(msg) {
+		case wire.TypeAssign:
+			if a.Decode(msg) == nil {
+				d.Release()
+				e.dispatch(int(a.Worker), a.ID)
+				continue
+			}
+		case wire.TypeWorkers:
+			var w wire.Workers
+			if w.Decode(msg) == nil {
+				d.Release()
+				c.acked(w.Seq)
+				continue
+			}
 		}
-		e.decisions.Release()
-		e.dispatch(int(a.Worker), a.ID)
+		e.rt.log.Error("scheduler sent a malformed decision", "context", c.name, "type", wire.Type(msg), "len", len(msg))
+		d.Release()
 	}
 }
 
@@ -384,25 +436,29 @@ func (e *engine) flushOverflow() {
 // fail completes a task that was assigned but could not run, returning the
 // worker's slot to the scheduler.
 func (e *engine) fail(j *job, wid int, err error) {
-	e.untrack(j.id)
+	if e.untrack(j.id) == nil {
+		return // failed already, e.g. by its transfers when a driver died
+	}
 	e.dropData(j, false)
-	e.sendDone(wid, j.id, 0)
+	e.sendDone(j.sctx, wid, j.id, 0)
 	e.rt.complete(j, -1, err)
 }
 
-func (e *engine) sendDone(wid int, id uint64, dur int64) {
-	if !e.schedUsable() {
+// sendDone returns a worker's slot to the context whose policy assigned
+// the task.
+func (e *engine) sendDone(c *Context, wid int, id uint64, dur int64) {
+	if c == nil || c.stopped || !e.schedUsable() || c.broken.Load() != nil {
 		return
 	}
 	d := wire.Done{Worker: int32(wid), ID: id, DurationNs: dur}
-	e.schedMu.Lock()
-	b, err := e.events.ReserveWait(wire.DoneSize, e.schedAlive)
+	c.mu.Lock()
+	b, err := c.rings.events.ReserveWait(wire.DoneSize, c.alive)
 	if err == nil {
 		d.Encode(b)
-		e.events.Commit()
+		c.rings.events.Commit()
 	}
-	e.schedMu.Unlock()
-	e.schedBell.Ring()
+	c.mu.Unlock()
+	c.rings.bell.Ring()
 }
 
 // xferDone takes the transfer a completion ends, if it ends one: with RAM
@@ -450,11 +506,17 @@ func (e *engine) drainCompletions() {
 			if e.rt.trace != nil {
 				e.rt.trace.add(w.id, j, c.StartNs, c.EndNs, err != nil)
 			}
-			e.dropData(j, err == nil)
+			wt := e.dropData(j, err == nil)
 			if err == nil {
 				e.record(j, w, c.EndNs-c.StartNs)
 			}
-			e.sendDone(w.id, j.id, c.EndNs-c.StartNs)
+			e.sendDone(j.sctx, w.id, j.id, c.EndNs-c.StartNs)
+			if wt != nil {
+				// The task completes once its writes are through.
+				wid := int32(w.id)
+				wt.seal(func() { e.rt.complete(j, wid, nil) })
+				continue
+			}
 			e.rt.complete(j, int32(w.id), err)
 		}
 	}
@@ -464,12 +526,34 @@ func (e *engine) drainCompletions() {
 func (e *engine) checkPlugins() {
 	e.lastCheck = time.Now()
 	rt := e.rt
+	var died []*driverInst
 	for _, d := range rt.drivers {
 		if d.proc == nil || d.dead.Load() || !d.proc.Exited() {
 			continue
 		}
 		d.dead.Store(true)
 		rt.log.Error("driver plugin exited", "driver", d.name, "pid", d.proc.Pid())
+		died = append(died, d)
+	}
+	// A dead driver's transfers and allocations never complete: fail them,
+	// at every check since finishing one may post another there, so that
+	// nothing waits for them (tasks, acquisitions, write-through,
+	// prefetches). Before its tasks: those waiting for the transfers fail
+	// through them.
+	if len(e.xfers) > 0 {
+		var lost []*xfer
+		for id, x := range e.xfers {
+			if x.dev != nil && x.dev.drv != nil && x.dev.drv.dead.Load() {
+				delete(e.xfers, id)
+				lost = append(lost, x)
+			}
+		}
+		for _, x := range lost {
+			d := x.dev.drv
+			e.finishXfer(x, fmt.Errorf("%w: driver-%s (pid %d) exited during a transfer on %s", ErrPluginCrashed, d.name, d.proc.Pid(), x.dev.name))
+		}
+	}
+	for _, d := range died {
 		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker >= 0 && rt.workers[j.worker].drv == d }) {
 			e.fail(j, int(j.worker), fmt.Errorf("%w: driver-%s (pid %d) exited while task %q was on worker %d", ErrPluginCrashed, d.name, d.proc.Pid(), j.name(), j.worker))
 		}
@@ -479,6 +563,26 @@ func (e *engine) checkPlugins() {
 		rt.broken.Store(&err)
 		rt.log.Error("scheduler plugin exited", "sched", rt.cfg.Sched)
 		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker < 0 }) {
+			e.untrack(j.id)
+			rt.complete(j, -1, err)
+		}
+		for _, c := range *e.ctxs.Load() {
+			c.failAcks(err)
+		}
+	}
+	for _, c := range (*e.ctxs.Load())[1:] {
+		if c.proc == nil || c.broken.Load() != nil || !c.proc.Exited() {
+			continue
+		}
+		err := fmt.Errorf("%w: scheduler sched-%s of %s (pid %d) exited", ErrPluginCrashed, c.policy, c, c.proc.Pid())
+		// Under c.mu: a push or workers message either saw the context
+		// broken or is tracked by now, and is failed below.
+		c.mu.Lock()
+		c.broken.Store(&err)
+		c.mu.Unlock()
+		rt.log.Error("scheduler plugin exited", "context", c.name, "sched", c.policy)
+		c.failAcks(err)
+		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker < 0 && j.sctx == c }) {
 			e.untrack(j.id)
 			rt.complete(j, -1, err)
 		}

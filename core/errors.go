@@ -19,4 +19,8 @@ var (
 	ErrShutdown = errors.New("runtime is shut down")
 	// ErrTaskFailed: the kernel returned an error.
 	ErrTaskFailed = errors.New("task failed")
+	// ErrDeadlock: a blocking call (Acquire, FetchOnNode, ...) was made from
+	// a task or data callback, where waiting could never end (StarPU's
+	// -EDEADLK).
+	ErrDeadlock = errors.New("blocking call from a callback would deadlock")
 )

@@ -28,6 +28,8 @@ type memNode struct {
 	reps map[*replicate]struct{}
 	// memWaiters wait for tasks to release memory on the node.
 	memWaiters []dataWaiter
+	// reqs are the application's prefetches to the node (dataops.go).
+	reqs nodeRequests
 }
 
 // setupNodes numbers the memory nodes: RAM first, then each driver's nodes

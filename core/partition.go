@@ -310,23 +310,37 @@ func (h *Handle) Unpartition() error {
 	return h.Release()
 }
 
-// Children returns the handles h is partitioned into, or nil.
+// Children returns the handles h is partitioned into by Partition, or nil;
+// a plan's children are Plan.Children.
 func (h *Handle) Children() []*Handle {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]*Handle(nil), h.children...)
 }
 
-// Parent returns the handle h was partitioned from, or nil.
+// Parent returns the handle h was partitioned from (by Partition or a
+// Plan), or nil.
 func (h *Handle) Parent() *Handle { return h.parent }
 
-// checkUsable says why tasks cannot use h, if they cannot.
-func (h *Handle) checkUsable() error {
+// checkUsable says why tasks cannot write h, if they cannot.
+func (h *Handle) checkUsable() error { return h.checkAccess(RW) }
+
+// checkAccess says why tasks cannot access h in mode m, if they cannot:
+// it is unregistered, partitioned, or its partition plans forbid it.
+func (h *Handle) checkAccess(m Mode) error {
 	if h.unregistered.Load() {
 		return fmt.Errorf("%s: %w", h, ErrUnregistered)
 	}
 	if h.partitioned.Load() {
 		return fmt.Errorf("%w: %s is partitioned: use its children until Unpartition", ErrInvalidData, h)
 	}
-	return nil
+	switch h.restrict.Load() {
+	case restrictNone:
+		return nil
+	case restrictWrite:
+		if m&(W|Redux) == 0 { // REDUX contributions end up written
+			return nil
+		}
+	}
+	return h.restrictErr(m)
 }

@@ -243,10 +243,10 @@ func (rt *Runtime) ramArchs() uint32 {
 	return mask
 }
 
-// checkAccess checks, at submit, a task with SCRATCH or REDUX buffers, and
+// checkScratchRedux checks, at submit, a task with SCRATCH or REDUX buffers, and
 // keeps it to the workers computing in RAM that can initialise its REDUX
 // buffers.
-func (rt *Runtime) checkAccess(t *Task, j *job, name string) error {
+func (rt *Runtime) checkScratchRedux(t *Task, j *job, name string) error {
 	mask := j.archMask & rt.ramArchs()
 	for i, h := range t.Handles {
 		if j.modes[i]&^Locality != Redux {
@@ -346,7 +346,7 @@ func (e *engine) prepareSub(j *job, w *workerState) bool {
 }
 
 // contrib is worker wid's REDUX buffer of h for a, nil if it has none
-// (checkAccess keeps REDUX tasks to the workers that have one).
+// (checkScratchRedux keeps REDUX tasks to the workers that have one).
 func (a *jobAccess) contrib(h *Handle, wid int) *contrib {
 	for _, u := range a.redux {
 		if u.h == h {

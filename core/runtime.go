@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -75,7 +76,21 @@ type Runtime struct {
 	getenv   func(string) string
 	sched    sched.Scheduler
 	schedP   *loader.Plugin
-	engine   *engine
+	// threads counts the busy threads of in-process plugins and savedProcs
+	// is GOMAXPROCS before they raised it (reserveThreads).
+	threads, savedProcs int
+	engine              *engine
+
+	// Scheduling contexts: global holds every worker at Init; ctxMu
+	// serialises creating and deleting contexts; freeRings are the rings
+	// of deleted contexts, for new ones. cands are the plugins found in
+	// the plugin directory (nil until needed when everything runs in
+	// process) and schedFactory Options.Scheduler.
+	global       *Context
+	ctxMu        sync.Mutex
+	freeRings    []*ctxRings
+	cands        map[string]loader.Candidate
+	schedFactory SchedulerFactory
 
 	codelets    sync.Map // *Codelet -> *codeletInfo
 	clMu        sync.Mutex
@@ -128,6 +143,9 @@ type Runtime struct {
 
 	// access is the state of access modes and arbitration (access.go).
 	access accessRT
+
+	// cbs are the threads running application callbacks (acquire.go).
+	cbs callbackThreads
 }
 
 // driverInst is one loaded driver and the workers it runs.
@@ -195,6 +213,7 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	if err := rt.loadDrivers(ctx, opt.Drivers, cands); err != nil {
 		return nil, err
 	}
+	rt.cands, rt.schedFactory = cands, opt.Scheduler
 	if err := rt.loadScheduler(ctx, opt.Scheduler, cands); err != nil {
 		return nil, err
 	}
@@ -206,6 +225,11 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	}
 	if err := rt.loadBus(ctx); err != nil {
 		return nil, err
+	}
+	for _, x := range cfg.Contexts {
+		if _, err := rt.createContext(ctx, x); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
 	}
 	return rt, nil
 }
@@ -431,6 +455,9 @@ func (rt *Runtime) start(ctx context.Context) error {
 		if n == 0 {
 			continue
 		}
+		if d.proc == nil {
+			rt.reserveThreads(n)
+		}
 		if err := d.drv.Init(ctx, req); err != nil {
 			return fmt.Errorf("driver-%s: init: %w", d.name, err)
 		}
@@ -442,16 +469,47 @@ func (rt *Runtime) start(ctx context.Context) error {
 		return err
 	}
 	rt.setupArchKeys()
-	var ws []sched.Worker
 	for _, w := range rt.workers {
-		ws = append(ws, sched.Worker{ID: w.id, Arch: w.drv.fp.Arch, Node: w.node})
+		rt.global.workers = append(rt.global.workers, w.id)
 	}
-	if err := rt.sched.Init(ctx, &sched.InitRequest{Workers: ws, Rings: e.schedRings,
-		QueueDepth: rt.cfg.QueueDepth, MaxQueueDepth: config.MaxQueueDepth, QueuedWork: queuedWork, SpinIters: rt.cfg.SpinIters}); err != nil {
+	if rt.schedP == nil {
+		rt.reserveThreads(1)
+	}
+	if err := rt.sched.Init(ctx, rt.schedInit(rt.global.workers, rt.global.rings)); err != nil {
 		return fmt.Errorf("scheduler %s: init: %w", rt.cfg.Sched, err)
 	}
 	e.start()
 	return nil
+}
+
+// reserveThreads makes room in Go's scheduler for n more threads that an
+// in-process plugin locks and keeps busy (workers, a policy host): each
+// polls its ring on a locked thread, and one that sleeps on a futex keeps its
+// P until Go's sysmon takes it back, so with fewer Ps than such threads a
+// dependency hop waited for sysmon (0.5 ms per task with GOMAXPROCS=2
+// instead of a few µs). The engine's thread and the application's are
+// counted at the first reservation. Plugin processes need none of this.
+func (rt *Runtime) reserveThreads(n int) {
+	if rt.threads == 0 {
+		rt.threads = 2
+	}
+	rt.threads += n
+	if cur := runtime.GOMAXPROCS(0); cur < rt.threads {
+		rt.log.Debug("raising GOMAXPROCS for in-process plugins", "from", cur, "to", rt.threads)
+		if rt.savedProcs == 0 {
+			rt.savedProcs = cur
+		}
+		runtime.GOMAXPROCS(rt.threads)
+	}
+}
+
+// restoreThreads undoes reserveThreads once the in-process plugins stopped,
+// unless someone else changed GOMAXPROCS meanwhile.
+func (rt *Runtime) restoreThreads() {
+	if rt.savedProcs > 0 && runtime.GOMAXPROCS(0) == rt.threads {
+		runtime.GOMAXPROCS(rt.savedProcs)
+	}
+	rt.savedProcs = 0
 }
 
 // usable reports why the runtime cannot take work, if it cannot.
@@ -502,6 +560,18 @@ func (rt *Runtime) teardown() error {
 	if rt.schedP != nil {
 		rt.schedP.Kill()
 	}
+	if rt.engine != nil {
+		for _, c := range (*rt.engine.ctxs.Load())[1:] {
+			if rt.engine.started && (c.proc == nil || !c.proc.Exited()) {
+				if err := c.sched.Deinit(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("%s: scheduler deinit: %w", c, err))
+				}
+			}
+			if c.proc != nil {
+				c.proc.Kill()
+			}
+		}
+	}
 	rt.ifaceMu.Lock()
 	for _, in := range rt.ifaces {
 		in.proc.Kill()
@@ -517,6 +587,7 @@ func (rt *Runtime) teardown() error {
 			d.proc.Kill()
 		}
 	}
+	rt.restoreThreads()
 	if rt.arena != nil {
 		if err := rt.arena.Close(); err != nil {
 			errs = append(errs, err)

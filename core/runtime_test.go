@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -586,5 +587,26 @@ func TestBlockAndVoid(t *testing.T) {
 	}
 	if _, err := core.RegisterBlock(rt, make([]int32, 10), 3, 5, 2, 2, 2); !errors.Is(err, core.ErrInvalidData) {
 		t.Errorf("block with ldz < ld*ny: %v", err)
+	}
+}
+
+// In-process plugins keep threads busy polling their rings: the runtime
+// gives Go a P for each (engine, application, two workers, the policy host)
+// while it runs, and puts GOMAXPROCS back at shutdown. With too few Ps a
+// dependency hop waited for Go's sysmon to take a P back from a sleeper.
+func TestInProcessReservesThreads(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	rt, err := core.Init(context.Background(), setups[1].opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := runtime.GOMAXPROCS(0); got < 5 {
+		t.Errorf("GOMAXPROCS = %d while in-process plugins run, want at least 5", got)
+	}
+	if err := rt.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Errorf("GOMAXPROCS = %d after shutdown, want 1 again", got)
 	}
 }

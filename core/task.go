@@ -61,7 +61,9 @@ type Task struct {
 	// the scheduler, on the goroutine that released it.
 	PrologueCallback func(*Task)
 	// Callback runs after the task completes, on the runtime's completion
-	// thread: keep it short and never block in it.
+	// thread: keep it short and never block in it. Blocking data calls
+	// (Acquire, FetchOnNode, ...) from it fail with ErrDeadlock; the
+	// asynchronous ones (AcquireCB, ...) may be used.
 	Callback func(*Task)
 	// Synchronous makes Submit wait for the task's completion.
 	Synchronous bool
@@ -83,6 +85,10 @@ type Task struct {
 	// and tags that depend on it wait for that.
 	Tag    TagID
 	UseTag bool
+
+	// Context is the scheduling context the task is pushed to; nil means
+	// the global context.
+	Context *Context
 
 	// job is the task's runtime side: created by Submit, or earlier by a
 	// dependency declaration.
@@ -175,6 +181,9 @@ type job struct {
 	// arb: the job takes data locks when ready, or is a reduction job;
 	// sub: its worker gets SCRATCH or REDUX buffers (access.go).
 	arb, sub bool
+	// ctx is the context the task was submitted to (nil: global), sctx
+	// the one whose policy holds it once pushed.
+	ctx, sctx *Context
 
 	mu       sync.Mutex
 	released bool // terminated: successors released
@@ -319,6 +328,11 @@ func (rt *Runtime) Submit(t *Task) error {
 	if err := rt.checkTask(t, j); err != nil {
 		return err
 	}
+	if t.Context != nil {
+		if err := rt.checkContextTask(t, j); err != nil {
+			return err
+		}
+	}
 	if rt.profiling.Load() {
 		j.mu.Lock()
 		j.x().submitNs = wire.Now()
@@ -326,6 +340,10 @@ func (rt *Runtime) Submit(t *Task) error {
 	}
 	t.job = j
 	rt.pending.Add(1)
+	if c := t.Context; c != nil {
+		j.ctx = c
+		c.pending.Add(1)
+	}
 	rt.enqueue(t, j)
 	if t.Synchronous {
 		return rt.wait(j)
@@ -450,7 +468,7 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 		if h.rt != rt {
 			return fmt.Errorf("%w: task %q: handle %d belongs to another runtime", ErrInvalidTask, name, i)
 		}
-		if err := h.checkUsable(); err != nil {
+		if err := h.checkAccess(j.modes[i]); err != nil {
 			return fmt.Errorf("task %q: handle %d: %w", name, i, err)
 		}
 	}
@@ -468,7 +486,7 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 		return err
 	}
 	if special&(Scratch|Redux) != 0 {
-		if err := rt.checkAccess(t, j, name); err != nil {
+		if err := rt.checkScratchRedux(t, j, name); err != nil {
 			return err
 		}
 	}
@@ -536,7 +554,7 @@ func (rt *Runtime) ready(j *job, releasedBy int32) {
 		j.acquire.grant()
 	case j.nowhere:
 		if f := j.task.PrologueCallback; f != nil {
-			f(j.task)
+			rt.taskCallback(f, j.task, releasedBy)
 		}
 		if j.arb && !rt.lockData(j) {
 			return // completed with the data locks
@@ -547,7 +565,7 @@ func (rt *Runtime) ready(j *job, releasedBy int32) {
 			return
 		}
 		if f := j.task.PrologueCallback; f != nil {
-			f(j.task)
+			rt.taskCallback(f, j.task, releasedBy)
 		}
 		j.status.Store(uint32(StatusReady))
 		if j.task.WorkerOrder != 0 && !rt.orderTurn(j) {
@@ -780,7 +798,7 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 				}
 				if s.nowhere && !s.arb {
 					if f := s.task.PrologueCallback; f != nil {
-						f(s.task)
+						rt.taskCallback(f, s.task, worker)
 					}
 					rt.executed(s, -1, nil)
 					stack = append(stack, termination{j: s})
@@ -797,7 +815,7 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 		}
 		t := j.task
 		if t.Callback != nil {
-			t.Callback(t)
+			rt.taskCallback(t.Callback, t, worker)
 		}
 		if t.Regenerate && rt.regenerate(j) {
 			continue
@@ -821,6 +839,9 @@ func (rt *Runtime) finish(j *job) {
 	}
 	if j.err != nil {
 		rt.recordFailure(j.err)
+	}
+	if c := j.ctx; c != nil {
+		c.taskFinished()
 	}
 	if rt.pending.Add(-1) == 0 || rt.idleWaiters.Load() > 0 {
 		rt.wakeIdle()
@@ -858,7 +879,11 @@ func (rt *Runtime) regenerate(old *job) bool {
 	j.mu.Lock()
 	j.x().head = h
 	j.mu.Unlock()
-	if err := rt.checkTask(t, j); err != nil {
+	err := rt.checkTask(t, j)
+	if err == nil && t.Context != nil {
+		err = rt.checkContextTask(t, j)
+	}
+	if err != nil {
 		if old.err == nil {
 			old.err = fmt.Errorf("regenerate task %q: %w", t.TaskName(), err)
 		}
@@ -872,6 +897,16 @@ func (rt *Runtime) regenerate(old *job) bool {
 	h.mu.Lock()
 	h.x().cur = j
 	h.mu.Unlock()
+	// The new submission counts in the context it goes to, in place of the
+	// old one (a callback may have changed Task.Context).
+	if j.ctx = t.Context; j.ctx != old.ctx {
+		if j.ctx != nil {
+			j.ctx.pending.Add(1)
+		}
+		if old.ctx != nil {
+			old.ctx.taskFinished()
+		}
+	}
 	rt.enqueue(t, j)
 	return true
 }

@@ -22,10 +22,12 @@ type traceEvent struct {
 	// iter holds the task's iterations (IterationPush), innermost first.
 	iter  [2]int64
 	niter uint8
+	// bufs are the task's handles that have a name or coordinates.
+	bufs []traceBuffer
 }
 
 func (t *tracer) add(worker int, j *job, start, end int64, failed bool) {
-	e := traceEvent{worker: worker, name: j.name(), start: start, end: end, failed: failed}
+	e := traceEvent{worker: worker, name: j.name(), start: start, end: end, failed: failed, bufs: traceBuffers(j)}
 	if x := j.ext.Load(); x != nil {
 		e.iter, e.niter = x.iter, x.niter
 	}
@@ -69,7 +71,7 @@ func (rt *Runtime) WriteTrace(w io.Writer) error {
 	}
 	for _, e := range evs {
 		ce := chromeEvent{Name: e.name, Ph: "X", Ts: float64(e.start-origin) / 1e3, Dur: float64(e.end-e.start) / 1e3, Pid: 1, Tid: e.worker}
-		if e.failed || e.niter > 0 {
+		if e.failed || e.niter > 0 || len(e.bufs) > 0 {
 			ce.Args = map[string]any{}
 		}
 		if e.failed {
@@ -80,6 +82,20 @@ func (rt *Runtime) WriteTrace(w io.Writer) error {
 		}
 		if e.niter > 1 {
 			ce.Args["outer_iteration"] = e.iter[1]
+		}
+		if len(e.bufs) > 0 {
+			bufs := make([]map[string]any, len(e.bufs))
+			for i, b := range e.bufs {
+				m := map[string]any{"index": b.index, "handle": b.handle}
+				if b.label.name != "" {
+					m["name"] = b.label.name
+				}
+				if b.label.coords != nil {
+					m["coordinates"] = b.label.coords
+				}
+				bufs[i] = m
+			}
+			ce.Args["buffers"] = bufs
 		}
 		out = append(out, ce)
 	}

@@ -24,3 +24,5 @@ echo "independent: ours $(val per_task_us "$ours") us, starpu-lws $(val per_task
 ours=$($bin run cholesky --precision single --size "$size" --nblocks "$nb" | tail -1)
 theirs=$(bash "$peer" cholesky "$size" "$nb" lws)
 echo "cholesky $size/$nb: ours $(val gflops "$ours") GFlop/s (verified=$(val verified "$ours")), starpu-lws $(val gflops "$theirs") GFlop/s, ratio $(ratio "$(val gflops "$ours")" "$(val gflops "$theirs")")"
+ref=$($bin bench sgemm --size "$size" --threads 2 | tail -1)
+echo "openblas sgemm $size, 2 threads: $(val gflops "$ref") GFlop/s; cholesky ours/sgemm $(ratio "$(val gflops "$ours")" "$(val gflops "$ref")"), starpu/sgemm $(ratio "$(val gflops "$theirs")" "$(val gflops "$ref")")"

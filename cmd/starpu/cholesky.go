@@ -25,12 +25,12 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	size := fs.Int("size", 4096, "matrix order")
 	nblocks := fs.Int("nblocks", 16, "tiles per dimension")
 	check := fs.Bool("check", true, "verify the factor with a residual check")
-	layout := fs.String("layout", "partition", "partition: one matrix cut into tiles by a filter (StarPU's cholesky_implicit); contiguous: each tile allocated apart (cholesky_tile_tag)")
+	layout := fs.String("layout", "partition", "partition: one matrix cut into tiles by a filter (StarPU's cholesky_implicit); async: the same through a partition plan submitted with the tasks, gathered back asynchronously; contiguous: each tile allocated apart (cholesky_tile_tag)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *layout != "partition" && *layout != "contiguous" {
-		return fmt.Errorf("cholesky: --layout %q: want partition or contiguous", *layout)
+	if *layout != "partition" && *layout != "async" && *layout != "contiguous" {
+		return fmt.Errorf("cholesky: --layout %q: want partition, async or contiguous", *layout)
 	}
 	if *nblocks <= 0 || *size <= 0 || *size%*nblocks != 0 {
 		return fmt.Errorf("cholesky: size (%d) must be a positive multiple of nblocks (%d)", *size, *nblocks)
@@ -42,9 +42,9 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	var res choleskyResult
 	switch *precision {
 	case "single":
-		res, err = runCholesky[float32](rt, *size, *nblocks, *check, *layout == "partition", choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32})
+		res, err = runCholesky[float32](rt, *size, *nblocks, *check, *layout, choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32})
 	case "double":
-		res, err = runCholesky[float64](rt, *size, *nblocks, *check, *layout == "partition", choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64})
+		res, err = runCholesky[float64](rt, *size, *nblocks, *check, *layout, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64})
 	default:
 		err = fmt.Errorf("cholesky: --precision %q: want single or double", *precision)
 	}
@@ -93,7 +93,7 @@ func element(i, j, n int) float64 {
 	return v
 }
 
-func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check, partition bool, ks choleskyKernels) (res choleskyResult, err error) {
+func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, layout string, ks choleskyKernels) (res choleskyResult, err error) {
 	bs := n / nb
 	cpu := func(k string, modes ...core.Mode) *core.Codelet {
 		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes, Model: core.HistoryModel}
@@ -115,8 +115,8 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check, partit
 			err = cerr
 		}
 	}()
-	if partition {
-		err = tiles.partition(rt, n, nb)
+	if layout != "contiguous" {
+		err = tiles.partition(rt, n, nb, layout == "async")
 	} else {
 		err = tiles.contiguous(rt, n, nb)
 	}
@@ -160,6 +160,12 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check, partit
 			}
 		}
 	}
+	if tiles.plan != nil {
+		// Gathered back with the tasks: nothing waits until WaitForAll.
+		if err := tiles.plan.UnpartitionSubmit(); err != nil {
+			return res, err
+		}
+	}
 	if err := rt.WaitForAll(); err != nil {
 		return res, err
 	}
@@ -168,16 +174,20 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check, partit
 	if !check {
 		return res, nil
 	}
-	for m := range handles {
-		for _, h := range handles[m] {
+	held := handles
+	if tiles.plan != nil {
+		held = [][]*core.Handle{{tiles.whole}}
+	}
+	for m := range held {
+		for _, h := range held[m] {
 			if err := h.Acquire(core.R); err != nil {
 				return res, err
 			}
 		}
 	}
 	res.residual = residual(n, bs, tiles.at)
-	for m := range handles {
-		for _, h := range handles[m] {
+	for m := range held {
+		for _, h := range held[m] {
 			if err := h.Release(); err != nil {
 				return res, err
 			}
@@ -238,15 +248,18 @@ func residual(n, bs int, l func(i, j int) float64) float64 {
 type choleskyTiles[T float32 | float64] struct {
 	handles [][]*core.Handle
 	at      func(i, j int) float64
-	// whole is the matrix when partitioned; tiles the separate tiles.
+	// whole is the matrix when partitioned, plan its partition plan with
+	// --layout async; tiles the separate tiles.
 	whole  *core.Handle
+	plan   *core.Plan
 	matrix []T
 	tiles  [][][]T
 }
 
 // partition registers the whole column-major matrix and cuts it into tiles
-// with the MatrixTiles filter, as StarPU's cholesky_implicit does.
-func (c *choleskyTiles[T]) partition(rt *core.Runtime, n, nb int) error {
+// with the MatrixTiles filter, as StarPU's cholesky_implicit does: at once,
+// or with async through a plan whose switch is submitted like a task.
+func (c *choleskyTiles[T]) partition(rt *core.Runtime, n, nb int, async bool) error {
 	m, err := core.Malloc[T](rt, n*n)
 	if err != nil {
 		return err
@@ -261,8 +274,16 @@ func (c *choleskyTiles[T]) partition(rt *core.Runtime, n, nb int) error {
 	if c.whole, err = core.RegisterMatrix(rt, m, n, n, n); err != nil {
 		return err
 	}
-	children, err := c.whole.Partition(core.MatrixTiles(nb, nb))
-	if err != nil {
+	var children []*core.Handle
+	if async {
+		if c.plan, err = c.whole.Plan(core.MatrixTiles(nb, nb)); err != nil {
+			return err
+		}
+		if err := c.plan.Submit(); err != nil {
+			return err
+		}
+		children = c.plan.Children()
+	} else if children, err = c.whole.Partition(core.MatrixTiles(nb, nb)); err != nil {
 		return err
 	}
 	c.handles = make([][]*core.Handle, nb)
@@ -309,6 +330,9 @@ func (c *choleskyTiles[T]) release(rt *core.Runtime) error {
 	if c.whole != nil {
 		if c.whole.Parent() == nil && len(c.whole.Children()) > 0 {
 			errs = append(errs, c.whole.Unpartition())
+		}
+		if c.plan != nil {
+			errs = append(errs, c.plan.Clean())
 		}
 		errs = append(errs, c.whole.Unregister())
 	} else {

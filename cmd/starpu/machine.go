@@ -51,5 +51,11 @@ func machine(ctx context.Context, args []string, out io.Writer) error {
 	for _, n := range nodes {
 		fmt.Fprintf(out, "  #%d %s: %s\n", n.ID, n.Kind, n.Description)
 	}
+	fmt.Fprintln(out)
+	cs := rt.Contexts()
+	fmt.Fprintf(out, "scheduling contexts: %d\n", len(cs))
+	for _, c := range cs {
+		fmt.Fprintf(out, "  #%d %s: policy %s, workers %v\n", c.ID(), c.Name(), c.Policy(), c.Workers())
+	}
 	return nil
 }

@@ -26,6 +26,7 @@ commands:
   bench overhead           per-task overhead: a dependency chain (StarPU's tasks_overhead),
                            or independent tasks with --independent
   bench bandwidth          RAM <-> device transfer bandwidth and latency (saves the bus model)
+  bench sgemm              OpenBLAS's own sgemm GFlop/s, the reference for the Cholesky figures
   perfmodel list           performance models stored for this host
   perfmodel show NAME      a model's history per architecture and its regression
   perfmodel plot NAME      an SVG of duration against size (-o FILE.svg)
@@ -70,15 +71,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("run: unknown workload %q (vector-scal, cholesky, spmv, cg)", args[1])
 	case "bench":
 		if len(args) < 2 {
-			return fmt.Errorf("bench: which benchmark? (overhead, bandwidth)")
+			return fmt.Errorf("bench: which benchmark? (overhead, bandwidth, sgemm)")
 		}
 		switch args[1] {
 		case "overhead":
 			return overhead(ctx, args[2:], out)
 		case "bandwidth":
 			return bandwidth(ctx, args[2:], out)
+		case "sgemm":
+			return sgemmBench(ctx, args[2:], out)
 		}
-		return fmt.Errorf("bench: unknown benchmark %q (overhead, bandwidth)", args[1])
+		return fmt.Errorf("bench: unknown benchmark %q (overhead, bandwidth, sgemm)", args[1])
 	case "perfmodel":
 		return perfmodelCmd(args[1:], out)
 	case "help", "-h", "--help":

@@ -68,6 +68,7 @@ func TestRunWorkloads(t *testing.T) {
 		{[]string{"run", "vector-scal", "--size", "100000"}, map[string]string{"verified": "true"}, []string{"gflops", "ms"}},
 		{[]string{"run", "cholesky", "--size", "512", "--nblocks", "4"}, map[string]string{"verified": "true", "precision": "single"}, []string{"gflops", "residual"}},
 		{[]string{"run", "cholesky", "--size", "384", "--nblocks", "6", "--precision", "double"}, map[string]string{"verified": "true", "precision": "double"}, []string{"gflops"}},
+		{[]string{"run", "cholesky", "--size", "384", "--nblocks", "6", "--layout", "async"}, map[string]string{"verified": "true", "layout": "async"}, []string{"gflops"}},
 		{[]string{"bench", "overhead", "--tasks", "2000"}, map[string]string{"mode": "tags", "buffers": "0"}, []string{"per_task_us", "submit_us"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--buffers", "2"}, map[string]string{"mode": "chain", "buffers": "2"}, []string{"per_task_us"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--independent"}, map[string]string{"mode": "independent"}, []string{"per_task_us"}},
@@ -127,10 +128,28 @@ func TestMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"driver-cpu", "sched-ws", "loaded (pid", "workers: 2", "CPU 0", "CPU 1", "RAM", "memfd"} {
+	for _, want := range []string{"driver-cpu", "sched-ws", "loaded (pid", "workers: 2", "CPU 0", "CPU 1", "RAM", "memfd", "#0 global: policy ws, workers [0 1]"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("machine output lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+// The sgemm reference prints a positive rate for a product it really ran.
+func TestBenchSgemm(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"bench", "sgemm", "--size", "96", "--reps", "1"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(strings.TrimSpace(out.String()))
+	var gflops float64
+	for _, kv := range f {
+		if v, ok := strings.CutPrefix(kv, "gflops="); ok {
+			fmt.Sscan(v, &gflops)
+		}
+	}
+	if !(gflops > 0) || !strings.Contains(out.String(), "size=96") {
+		t.Fatalf("bench sgemm output:\n%s", out.String())
 	}
 }
 
@@ -145,6 +164,7 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"run", "cholesky", "--precision", "half", "--size", "64", "--nblocks", "2", "--plugin-dir", pluginDir}, "want single or double"},
 		{[]string{"run", "vector-scal", "--sched", "nope", "--plugin-dir", pluginDir}, `unknown scheduler "nope"`},
 		{[]string{"bench", "overhead", "--independent", "--buffers", "1"}, "take no buffers"},
+		{[]string{"bench", "sgemm", "--threads", "0"}, "must be positive"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

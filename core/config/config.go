@@ -85,6 +85,23 @@ type Config struct {
 	// Plugins holds the per-plugin configuration blocks, keyed by plugin name
 	// as written in `plugin "driver-cpu" { ... }`.
 	Plugins map[string]Plugin
+	// Contexts are the scheduling contexts created at Init, from
+	// `context "name" { ... }` blocks, in file order.
+	Contexts []Context
+}
+
+// Context declares a scheduling context: a set of workers scheduled by their
+// own instance of a policy.
+type Context struct {
+	// Name is the block's label; Runtime.Context finds the context by it.
+	Name string
+	// Workers are worker IDs (as Runtime.Workers numbers them).
+	Workers []int
+	// Sched is the policy's name; empty means the runtime's Sched.
+	Sched string
+	// Config, when not nil, configures this context's policy instance in
+	// place of the policy's plugin block.
+	Config base.Config
 }
 
 // Plugin is the configuration of one plugin, from a `plugin "name" { config {
@@ -120,6 +137,14 @@ func Default() *Config {
 // configurations leaves c untouched.
 func (c *Config) Clone() *Config {
 	n := *c
+	n.Contexts = slices.Clone(c.Contexts)
+	for i, x := range n.Contexts {
+		x.Workers = slices.Clone(x.Workers)
+		if x.Config != nil {
+			x.Config = maps.Clone(x.Config)
+		}
+		n.Contexts[i] = x
+	}
 	n.Plugins = make(map[string]Plugin, len(c.Plugins))
 	for k, p := range c.Plugins {
 		if p.Config != nil {
@@ -174,6 +199,18 @@ func (c *Config) Validate() error {
 		case p.Name != k:
 			errs = append(errs, fmt.Errorf("plugin %q: entry is named %q", k, p.Name))
 		}
+	}
+	names := map[string]bool{}
+	for _, x := range c.Contexts {
+		switch {
+		case strings.TrimSpace(x.Name) == "":
+			errs = append(errs, errors.New("context: empty context name"))
+		case names[x.Name]:
+			errs = append(errs, fmt.Errorf("context %q: declared twice", x.Name))
+		case len(x.Workers) == 0:
+			errs = append(errs, fmt.Errorf("context %q: no workers", x.Name))
+		}
+		names[x.Name] = true
 	}
 	if len(errs) == 0 {
 		return nil

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"os"
@@ -30,7 +31,14 @@ var fileSchema = &hcl.BodySchema{
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "plugin", LabelNames: []string{"name"}},
+		{Type: "context", LabelNames: []string{"name"}},
 	},
+}
+
+// contextSchema is the body of a `context "name" { ... }` block.
+var contextSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "workers", Required: true}, {Name: "sched"}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "config"}},
 }
 
 // pluginSchema is the body of a `plugin "name" { ... }` block.
@@ -149,8 +157,13 @@ func (c *Config) decode(src []byte, filename string) hcl.Diagnostics {
 
 	// Plugin blocks.
 	seen := map[string]*hcl.Block{}
+	seenCtx := map[string]*hcl.Block{}
 	for _, blk := range content.Blocks {
 		name := blk.Labels[0]
+		if blk.Type == "context" {
+			diags = append(diags, c.decodeContext(blk, seenCtx)...)
+			continue
+		}
 		if name == "" {
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
@@ -179,6 +192,96 @@ func (c *Config) decode(src []byte, filename string) hcl.Diagnostics {
 	return diags
 }
 
+// decodeContext decodes a `context "name" { workers = [...]; sched = "..."
+// config { ... } }` block into c.Contexts; a block of the same name replaces
+// an earlier one from the defaults, not one of the same file.
+func (c *Config) decodeContext(blk *hcl.Block, seen map[string]*hcl.Block) hcl.Diagnostics {
+	name := blk.Labels[0]
+	if strings.TrimSpace(name) == "" {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Empty context name",
+			Detail: `A context block's label must name the context, as in context "gpu" { ... }.`, Subject: blk.LabelRanges[0].Ptr()}}
+	}
+	if prev, dup := seen[name]; dup {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Duplicate context block",
+			Detail: fmt.Sprintf("A context named %q was already declared at %s.", name, rangePos(prev.DefRange)), Subject: blk.DefRange.Ptr()}}
+	}
+	seen[name] = blk
+	content, diags := blk.Body.Content(contextSchema)
+	if diags.HasErrors() {
+		return diags
+	}
+	x := Context{Name: name}
+	if attr, ok := content.Attributes["workers"]; ok {
+		val, vdiags := attr.Expr.Value(nil)
+		diags = append(diags, vdiags...)
+		if !vdiags.HasErrors() {
+			ws, d := intListAttr(attr, val)
+			if d != nil {
+				diags = append(diags, d)
+			}
+			x.Workers = ws
+		}
+	}
+	if attr, ok := content.Attributes["sched"]; ok {
+		val, vdiags := attr.Expr.Value(nil)
+		diags = append(diags, vdiags...)
+		if !vdiags.HasErrors() {
+			var d *hcl.Diagnostic
+			if x.Sched, d = nonEmptyAttr(attr, val); d != nil {
+				diags = append(diags, d)
+			}
+		}
+	}
+	for i, cb := range content.Blocks {
+		if i > 0 {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate config block",
+				Detail: fmt.Sprintf("Context %q already has a config block at %s.", name, rangePos(content.Blocks[0].DefRange)), Subject: cb.DefRange.Ptr()})
+			continue
+		}
+		cfg, cdiags := decodeConfigBody(cb)
+		diags = append(diags, cdiags...)
+		x.Config = cfg
+	}
+	if diags.HasErrors() {
+		return diags
+	}
+	for i := range c.Contexts {
+		if c.Contexts[i].Name == name {
+			c.Contexts[i] = x
+			return diags
+		}
+	}
+	c.Contexts = append(c.Contexts, x)
+	return diags
+}
+
+// intListAttr reads a non-empty list of worker IDs (whole numbers >= 0).
+func intListAttr(attr *hcl.Attribute, val cty.Value) ([]int, *hcl.Diagnostic) {
+	if d := known(attr, val); d != nil {
+		return nil, d
+	}
+	if !val.Type().IsListType() && !val.Type().IsTupleType() && !val.Type().IsSetType() {
+		return nil, badType(attr, val, "a list of worker IDs")
+	}
+	var out []int
+	for it := val.ElementIterator(); it.Next(); {
+		_, v := it.Element()
+		if v.IsNull() || v.Type() != cty.Number {
+			return nil, badType(attr, val, "a list of worker IDs (whole numbers)")
+		}
+		bf := v.AsBigFloat()
+		i, acc := bf.Int64()
+		if !bf.IsInt() || acc != big.Exact || i < 0 || i > math.MaxInt32 {
+			return nil, invalid(attr, fmt.Sprintf("Worker ID %s is invalid: want a whole number >= 0.", bf.Text('g', -1)))
+		}
+		out = append(out, int(i))
+	}
+	if len(out) == 0 {
+		return nil, invalid(attr, "A context needs at least one worker.")
+	}
+	return out, nil
+}
+
 // decodePlugin decodes the body of one plugin block: at most one config block
 // of free-form scalar attributes.
 func decodePlugin(blk *hcl.Block) (base.Config, hcl.Diagnostics) {
@@ -196,22 +299,30 @@ func decodePlugin(blk *hcl.Block) (base.Config, hcl.Diagnostics) {
 			continue
 		}
 		first = cb
-		attrs, adiags := cb.Body.JustAttributes()
-		diags = append(diags, adiags...)
-		for _, name := range sortedKeys(attrs) {
-			attr := attrs[name]
-			val, vdiags := attr.Expr.Value(nil)
-			diags = append(diags, vdiags...)
-			if vdiags.HasErrors() {
-				continue
-			}
-			v, d := scalar(attr, val)
-			if d != nil {
-				diags = append(diags, d)
-				continue
-			}
-			cfg[name] = v
+		body, bdiags := decodeConfigBody(cb)
+		diags = append(diags, bdiags...)
+		maps.Copy(cfg, body)
+	}
+	return cfg, diags
+}
+
+// decodeConfigBody reads a config block's free-form scalar attributes.
+func decodeConfigBody(cb *hcl.Block) (base.Config, hcl.Diagnostics) {
+	cfg := base.Config{}
+	attrs, diags := cb.Body.JustAttributes()
+	for _, name := range sortedKeys(attrs) {
+		attr := attrs[name]
+		val, vdiags := attr.Expr.Value(nil)
+		diags = append(diags, vdiags...)
+		if vdiags.HasErrors() {
+			continue
 		}
+		v, d := scalar(attr, val)
+		if d != nil {
+			diags = append(diags, d)
+			continue
+		}
+		cfg[name] = v
 	}
 	return cfg, diags
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/shm"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
@@ -209,12 +210,93 @@ func (h *Host) drain() error {
 				h.observe(w, d.DurationNs)
 			}
 			h.policy.PostExec(int(d.Worker), d.ID, d.DurationNs)
+		case wire.TypeWorkers:
+			if err := h.changeWorkers(msg); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("events ring: unknown message type %d", wire.Type(msg))
 		}
 		h.events.Release()
 	}
 	return nil
+}
+
+// changeWorkers applies a Workers message: the policy's AddWorkers or
+// RemoveWorkers, then the host's own list of workers it offers tasks to,
+// then the echo on the decisions ring. The echo follows every Assign made
+// before the change, so once the core reads it no later Assign names a
+// removed worker. Tasks already assigned to a removed worker still complete
+// (their Done returns the slot); the policy must place again the tasks it
+// had queued for it.
+func (h *Host) changeWorkers(msg []byte) error {
+	var m wire.Workers
+	if err := m.Decode(msg); err != nil {
+		return fmt.Errorf("events ring: %w", err)
+	}
+	switch m.Op {
+	case wire.WorkersAdd:
+		var add []Worker
+		for _, r := range m.Workers {
+			if r.ID < 0 {
+				return fmt.Errorf("events ring: add worker %d: negative id", r.ID)
+			}
+			if workerIndex(h.workers, int(r.ID)) >= 0 {
+				continue
+			}
+			w := Worker{ID: int(r.ID), Arch: archOfBit(r.Arch), Node: int(r.Node)}
+			for len(h.inflight) <= w.ID {
+				h.inflight = append(h.inflight, 0)
+				h.meanNs = append(h.meanNs, 0)
+			}
+			add = append(add, w)
+		}
+		if len(add) > 0 {
+			h.workers = append(h.workers, add...)
+			h.policy.AddWorkers(add)
+		}
+	case wire.WorkersRemove:
+		var ids []int
+		for _, r := range m.Workers {
+			if i := workerIndex(h.workers, int(r.ID)); i >= 0 {
+				h.workers = append(h.workers[:i], h.workers[i+1:]...)
+				ids = append(ids, int(r.ID))
+			}
+		}
+		if len(ids) > 0 {
+			h.policy.RemoveWorkers(ids)
+		}
+	default:
+		return fmt.Errorf("events ring: workers message with unknown operation %d", m.Op)
+	}
+	b, err := h.decisions.ReserveWait(wire.WorkersLen(0), func() bool { return !h.stop.Load() })
+	if err != nil {
+		return fmt.Errorf("decisions ring: %w", err)
+	}
+	ack := wire.Workers{Op: m.Op, Seq: m.Seq}
+	ack.Encode(b)
+	h.decisions.Commit()
+	h.coreBell.Ring()
+	return nil
+}
+
+func workerIndex(ws []Worker, id int) int {
+	for i := range ws {
+		if ws[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// archOfBit is the architecture whose driver.ArchBit is bit.
+func archOfBit(bit uint32) driver.Arch {
+	for _, a := range []driver.Arch{driver.CPU, driver.CUDA, driver.OpenCL} {
+		if driver.ArchBit(a) == bit {
+			return a
+		}
+	}
+	return ""
 }
 
 // observe folds a task duration into the worker's moving average.

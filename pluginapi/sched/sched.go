@@ -83,7 +83,12 @@ func (t *Task) CanRun(w *Worker) bool {
 type Policy interface {
 	// Init is called once with the initial workers.
 	Init(workers []Worker) error
-	// AddWorkers and RemoveWorkers change the set of workers.
+	// AddWorkers and RemoveWorkers change the set of workers while tasks
+	// run (a scheduling context gains or loses workers). After
+	// RemoveWorkers the host never calls Pop for those workers; the tasks
+	// the policy queued for them must be placed again, and a task no
+	// remaining worker can run must wait for an AddWorkers that brings
+	// one. Tasks already handed out still get their PostExec.
 	AddWorkers(workers []Worker)
 	RemoveWorkers(ids []int)
 	// Push hands the policy a ready task.

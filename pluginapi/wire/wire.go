@@ -3,8 +3,9 @@
 // They are fixed little-endian layouts, not protobuf, because one dependency
 // hop crosses four rings and each message must cost nanoseconds to encode.
 //
-// Events ring (core to scheduler): Push and Done.
-// Decisions ring (scheduler to core): Assign.
+// Events ring (core to scheduler): Push, Done and Workers.
+// Decisions ring (scheduler to core): Assign, and Workers echoed back as the
+// acknowledgement that the policy has applied a change of workers.
 // Dispatch ring (core to worker): Exec, and for workers on a device memory
 // node Alloc, Free and Copy.
 // Completion ring (worker to core): Completion, for Exec, Alloc and Copy.
@@ -36,6 +37,7 @@ const (
 	TypeAlloc
 	TypeFree
 	TypeCopy
+	TypeWorkers
 )
 
 // Sizes of the fixed-size messages and parts.
@@ -51,6 +53,14 @@ const (
 	FreeSize       = 16
 	CopyHeaderSize = 40
 	CopyRangeSize  = 24
+	WorkersHeader  = 24
+	WorkerSize     = 16
+)
+
+// Workers operations.
+const (
+	WorkersAdd    uint32 = 1
+	WorkersRemove uint32 = 2
 )
 
 // NumArch is the number of architectures a Push carries predictions for,
@@ -193,6 +203,66 @@ func (a *Assign) Decode(b []byte) error {
 	}
 	a.Worker = int32(le.Uint32(b[4:]))
 	a.ID = le.Uint64(b[8:])
+	return nil
+}
+
+// WorkerRef is one worker of a Workers message: its ID, its architecture
+// (driver.ArchBit) and its memory node.
+type WorkerRef struct {
+	ID   int32
+	Arch uint32
+	Node int32
+}
+
+// Workers changes the set of workers a policy schedules for (Op is
+// WorkersAdd or WorkersRemove). It travels on the events ring, ordered with
+// the pushes and completions; the policy's host echoes it, with no workers
+// and the same Seq, on the decisions ring once applied: no Assign after the
+// echo names a removed worker.
+type Workers struct {
+	Op      uint32
+	Seq     uint64
+	Workers []WorkerRef
+}
+
+// WorkersLen is the size of a Workers message for n workers.
+func WorkersLen(n int) int { return WorkersHeader + n*WorkerSize }
+
+// Encode writes w into b (WorkersLen(len(w.Workers)) bytes).
+func (w *Workers) Encode(b []byte) {
+	_ = b[WorkersLen(len(w.Workers))-1]
+	le.PutUint32(b[0:], TypeWorkers)
+	le.PutUint32(b[4:], w.Op)
+	le.PutUint64(b[8:], w.Seq)
+	le.PutUint32(b[16:], uint32(len(w.Workers)))
+	le.PutUint32(b[20:], 0)
+	q := b[WorkersHeader:]
+	for i, r := range w.Workers {
+		e := q[i*WorkerSize:]
+		le.PutUint32(e[0:], uint32(r.ID))
+		le.PutUint32(e[4:], r.Arch)
+		le.PutUint32(e[8:], uint32(r.Node))
+		le.PutUint32(e[12:], 0)
+	}
+}
+
+// Decode reads w from b, reusing w.Workers' storage.
+func (w *Workers) Decode(b []byte) error {
+	if len(b) < WorkersHeader {
+		return ErrShort
+	}
+	w.Op = le.Uint32(b[4:])
+	w.Seq = le.Uint64(b[8:])
+	n := int(le.Uint32(b[16:]))
+	if len(b) < WorkersLen(n) {
+		return fmt.Errorf("wire: workers message of %d bytes for %d workers: %w", len(b), n, ErrShort)
+	}
+	w.Workers = w.Workers[:0]
+	q := b[WorkersHeader:]
+	for i := 0; i < n; i++ {
+		e := q[i*WorkerSize:]
+		w.Workers = append(w.Workers, WorkerRef{ID: int32(le.Uint32(e[0:])), Arch: le.Uint32(e[4:]), Node: int32(le.Uint32(e[8:]))})
+	}
 	return nil
 }
 

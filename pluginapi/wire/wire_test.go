@@ -35,6 +35,8 @@ func TestRoundTrip(t *testing.T) {
 		{"alloc", &Alloc{ID: 8, Node: 1, Buffer: 9, Size: 1 << 33}, AllocSize, &Alloc{}},
 		{"free", &Free{Node: 1, Buffer: 9}, FreeSize, &Free{}},
 		{"copy", &cp, CopyLen(2), &Copy{}},
+		{"workers", &Workers{Op: WorkersRemove, Seq: 3, Workers: []WorkerRef{{ID: 1, Arch: 1}, {ID: 4, Arch: 2, Node: 1}}}, WorkersLen(2), &Workers{}},
+		{"workers/ack", &Workers{Op: WorkersAdd, Seq: 9}, WorkersLen(0), &Workers{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := make([]byte, tc.size)

@@ -64,6 +64,7 @@ func Run(t *testing.T, newPolicy func() sched.Policy, opts ...Option) {
 	}
 	t.Run("ExactlyOnceOnCapableWorkers", func(t *testing.T) { exactlyOnce(t, newPolicy(), o) })
 	t.Run("AddRemoveWorkers", func(t *testing.T) { addRemove(t, newPolicy()) })
+	t.Run("WorkersThroughHost", func(t *testing.T) { workersThroughHost(t, newPolicy(), o) })
 	t.Run("NothingAfterDeinit", func(t *testing.T) { afterDeinit(t, newPolicy(), o) })
 	if o.priorities {
 		t.Run("Priorities", func(t *testing.T) { priorities(t, newPolicy(), o) })
@@ -90,6 +91,7 @@ type core struct {
 	bell      *shm.Bell // the host's
 	coreBell  *shm.Bell // ours
 	deadline  time.Time
+	acks      []uint64 // Seq of the Workers messages the host echoed
 }
 
 func startHost(t *testing.T, p sched.Policy, workers []sched.Worker, depth, maxDepth int, timeout time.Duration) *core {
@@ -169,6 +171,15 @@ func (c *core) decision(wait time.Duration) (a wire.Assign, ok bool) {
 		c.coreBell.Wait(func() bool { return !c.decisions.Empty() }, 100, wait)
 	}
 	msg := c.decisions.Peek()
+	for msg != nil && wire.Type(msg) == wire.TypeWorkers {
+		var w wire.Workers
+		if err := w.Decode(msg); err != nil {
+			c.t.Fatalf("decisions ring: workers echo: %v", err)
+		}
+		c.acks = append(c.acks, w.Seq)
+		c.decisions.Release()
+		msg = c.decisions.Peek()
+	}
 	if msg == nil {
 		if err := c.decisions.Err(); err != nil {
 			c.t.Fatalf("decisions ring: %v", err)
@@ -180,6 +191,31 @@ func (c *core) decision(wait time.Duration) (a wire.Assign, ok bool) {
 	}
 	c.decisions.Release()
 	return a, true
+}
+
+// changeWorkers sends a Workers message on the events ring, as the core
+// does when a scheduling context gains or loses workers.
+func (c *core) changeWorkers(op uint32, seq uint64, ws ...sched.Worker) {
+	m := wire.Workers{Op: op, Seq: seq}
+	for _, w := range ws {
+		m.Workers = append(m.Workers, wire.WorkerRef{ID: int32(w.ID), Arch: driver.ArchBit(w.Arch), Node: int32(w.Node)})
+	}
+	b, err := c.events.ReserveWait(wire.WorkersLen(len(m.Workers)), c.alive)
+	if err != nil {
+		c.t.Fatalf("workers message %d: the policy stopped taking events: %v", seq, err)
+	}
+	m.Encode(b)
+	c.events.Commit()
+	c.bell.Ring()
+}
+
+func (c *core) acked(seq uint64) bool {
+	for _, s := range c.acks {
+		if s == seq {
+			return true
+		}
+	}
+	return false
 }
 
 // randomTask is a task for workers: a random set of architectures among
@@ -304,6 +340,100 @@ func exactlyOnce(t *testing.T, p sched.Policy, o options) {
 	}
 	if a, ok := c.decision(0); ok {
 		t.Fatalf("decision after every task completed: task %d to worker %d", a.ID, a.Worker)
+	}
+}
+
+// workersThroughHost runs tasks while the core removes workers 1 (a CPU)
+// and 2 (the only CUDA worker) with Workers messages on the events ring, as
+// a scheduling context does, and later adds them back. Tasks assigned
+// before the removal's echo still complete there; after the echo nothing is
+// assigned to them until the addition's echo; every task runs exactly once.
+func workersThroughHost(t *testing.T, p sched.Policy, o options) {
+	t.Logf("seed %d", o.seed)
+	rng := rand.New(rand.NewSource(o.seed))
+	c := startHost(t, p, machine, 4, 16, o.timeout)
+	n := max(o.tasks/2, 30)
+	tasks := make([]*sched.Task, n)
+	for i := range tasks {
+		tasks[i] = randomTask(rng, uint64(i+1), machine)
+	}
+	leaving := []sched.Worker{machine[1], machine[2]}
+	const removeSeq, addSeq = 1, 2
+	removed, added := false, false
+	assigned := make([]int, n)
+	queues := map[int][]uint64{}
+	pushed, completed := 0, 0
+	for completed < n {
+		if !c.alive() {
+			t.Fatalf("timed out: %d of %d tasks pushed, %d completed; %d never assigned (first: %v); removal echoed %v, addition echoed %v",
+				pushed, n, completed, countZero(assigned[:pushed]), firstUnassigned(tasks[:pushed], assigned), c.acked(removeSeq), c.acked(addSeq))
+		}
+		progress := false
+		if !removed && pushed >= n/3 {
+			c.changeWorkers(wire.WorkersRemove, removeSeq, leaving...)
+			removed, progress = true, true
+		}
+		// Add the workers back once the removal is echoed and some tasks
+		// ran without them, so the removal is exercised.
+		if removed && !added && c.acked(removeSeq) && (pushed == n || completed >= 2*n/3) {
+			c.changeWorkers(wire.WorkersAdd, addSeq, leaving...)
+			added, progress = true, true
+		}
+		if pushed < n && rng.Intn(2) == 0 {
+			for k := 1 + rng.Intn(20); k > 0 && pushed < n; k-- {
+				c.push(tasks[pushed])
+				pushed++
+			}
+			c.bell.Ring()
+			progress = true
+		}
+		wait := time.Duration(0)
+		if !progress {
+			wait = 10 * time.Millisecond
+		}
+		for {
+			// decision consumes the echoes ahead of the Assign it returns,
+			// so acked tells whether this Assign follows the echo.
+			a, ok := c.decision(wait)
+			if !ok {
+				break
+			}
+			wait = 0
+			progress = true
+			id, wid := a.ID, int(a.Worker)
+			if id == 0 || id > uint64(pushed) {
+				t.Fatalf("policy assigned task %d, which was never pushed", id)
+			}
+			if assigned[id-1] != 0 {
+				t.Fatalf("task %d assigned twice: to worker %d, then to worker %d", id, assigned[id-1]-1, wid)
+			}
+			if (wid == 1 || wid == 2) && c.acked(removeSeq) && !c.acked(addSeq) {
+				t.Fatalf("task %d assigned to worker %d after its removal was acknowledged", id, wid)
+			}
+			w := workerByID(machine, wid)
+			if w == nil || !tasks[id-1].CanRun(w) {
+				t.Fatalf("task %d (arch mask %#x, bound to %d) assigned to worker %d, which cannot run it", id, tasks[id-1].ArchMask, tasks[id-1].Worker, wid)
+			}
+			assigned[id-1] = wid + 1
+			queues[wid] = append(queues[wid], id)
+		}
+		rang := false
+		for _, w := range machine {
+			q := queues[w.ID]
+			if len(q) == 0 || rng.Intn(3) == 0 {
+				continue
+			}
+			c.done(w.ID, q[0], max(tasks[q[0]-1].LengthOn(&w), 1))
+			queues[w.ID] = q[1:]
+			completed++
+			rang, progress = true, true
+		}
+		if rang {
+			c.bell.Ring()
+		}
+	}
+	if !c.acked(removeSeq) || !c.acked(addSeq) {
+		t.Fatalf("the host never echoed the workers messages (removal %v, addition %v)", c.acked(removeSeq), c.acked(addSeq))
 	}
 }
 

@@ -1,0 +1,412 @@
+package core
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/pluginapi/wire"
+)
+
+// Handle housekeeping: names, user data, hints, registration without a
+// home, pointers, packing, sizes, lookup.
+
+// handleExt is what the data-management calls keep per handle.
+type handleExt struct {
+	label     atomic.Pointer[dataLabel]
+	noOOC     atomic.Bool
+	important atomic.Bool
+	wt        atomic.Uint64 // write-through mask, bit n for node n
+
+	mu       sync.Mutex
+	userData any
+
+	// noHome: registered without application memory (RegisterNoHome,
+	// RegisterSame); the runtime's RAM replicate is the data.
+	noHome bool
+
+	// Engine goroutine only. gen counts the writes to the handle, so that
+	// a copy finishing after a newer write is not taken as valid; wontUse
+	// is the engine tick of the last WontUse.
+	gen     uint64
+	wontUse uint64
+}
+
+// dataLabel is how traces show a handle.
+type dataLabel struct {
+	name   string
+	coords []int
+}
+
+func (h *Handle) setLabel(f func(l *dataLabel)) {
+	for {
+		old := h.x.label.Load()
+		var l dataLabel
+		if old != nil {
+			l = *old
+		}
+		f(&l)
+		if h.x.label.CompareAndSwap(old, &l) {
+			return
+		}
+	}
+}
+
+// SetName names the handle in traces (StarPU's starpu_data_set_name): the
+// events of the tasks using it list it under args.buffers.
+func (h *Handle) SetName(name string) { h.setLabel(func(l *dataLabel) { l.name = name }) }
+
+// Name returns the name given with SetName, or "".
+func (h *Handle) Name() string {
+	if l := h.x.label.Load(); l != nil {
+		return l.name
+	}
+	return ""
+}
+
+// SetCoordinates gives the handle coordinates shown in traces, such as a
+// tile's position in a matrix (StarPU's starpu_data_set_coordinates).
+func (h *Handle) SetCoordinates(coords ...int) {
+	c := slices.Clone(coords)
+	h.setLabel(func(l *dataLabel) { l.coords = c })
+}
+
+// Coordinates returns the coordinates given with SetCoordinates, or nil.
+func (h *Handle) Coordinates() []int {
+	if l := h.x.label.Load(); l != nil {
+		return slices.Clone(l.coords)
+	}
+	return nil
+}
+
+// traceBuffer is a labelled handle in a task's trace event.
+type traceBuffer struct {
+	index  int
+	handle string
+	label  *dataLabel
+}
+
+// traceBuffers lists j's handles that have a name or coordinates.
+func traceBuffers(j *job) []traceBuffer {
+	if j.task == nil {
+		return nil
+	}
+	var out []traceBuffer
+	for i, h := range j.task.Handles {
+		if l := h.x.label.Load(); l != nil {
+			out = append(out, traceBuffer{index: i, handle: h.String(), label: l})
+		}
+	}
+	return out
+}
+
+// SetUserData attaches an arbitrary value to the handle (StarPU's
+// starpu_data_set_user_data).
+func (h *Handle) SetUserData(v any) {
+	h.x.mu.Lock()
+	h.x.userData = v
+	h.x.mu.Unlock()
+}
+
+// UserData returns the value given with SetUserData, or nil.
+func (h *Handle) UserData() any {
+	h.x.mu.Lock()
+	defer h.x.mu.Unlock()
+	return h.x.userData
+}
+
+// SetOOC says whether the handle may be evicted to disk (StarPU's
+// starpu_data_set_ooc_flag); the default is true. It is recorded for when
+// the runtime has a disk memory node; until then no data goes to disk.
+func (h *Handle) SetOOC(ok bool) { h.x.noOOC.Store(!ok) }
+
+// OOC tells whether the handle may be evicted to disk (see SetOOC).
+func (h *Handle) OOC() bool { return !h.x.noOOC.Load() }
+
+// AdviseAsImportant marks the handle as important, or not any more
+// (StarPU's starpu_data_advise_as_important): when a device runs out of
+// memory its copies are evicted after those of other handles.
+func (h *Handle) AdviseAsImportant(important bool) { h.x.important.Store(important) }
+
+// RegisterNoHome registers data without application memory (StarPU's
+// registration with home node -1), with layout l of a built-in interface
+// (Variable, Vector, Matrix or Block; leading dimensions are ignored: the
+// data is stored packed). The runtime allocates its RAM replicate at once,
+// zeroed, so that a read before any write sees zeros; device replicates
+// are allocated on first use as for any handle. Unregister frees it.
+func (rt *Runtime) RegisterNoHome(l kernel.Layout) (*Handle, error) {
+	if err := rt.usable(); err != nil {
+		return nil, err
+	}
+	p := kernel.Layout{Interface: l.Interface, ElemSize: l.ElemSize}
+	dims := []uint64{}
+	switch l.Interface {
+	case kernel.Void:
+		return rt.RegisterVoid()
+	case kernel.Variable:
+		p.NX = 1
+	case kernel.Vector:
+		p.NX = l.NX
+		dims = []uint64{l.NX}
+	case kernel.Matrix:
+		p.NX, p.NY, p.LD = l.NX, l.NY, l.NX
+		dims = []uint64{l.NX, l.NY}
+	case kernel.Block:
+		p.NX, p.NY, p.NZ, p.LD, p.LDZ = l.NX, l.NY, l.NZ, l.NX, l.NX*l.NY
+		dims = []uint64{l.NX, l.NY, l.NZ}
+	default:
+		return nil, fmt.Errorf("%w: register without home: interface %s is not built in; use RegisterSame on a handle of it", ErrInvalidData, l.Interface)
+	}
+	if l.ElemSize == 0 {
+		return nil, fmt.Errorf("%w: register %s without home: element size 0", ErrInvalidData, l.Interface)
+	}
+	n := uint64(l.ElemSize)
+	for _, d := range dims {
+		hi, lo := bits.Mul64(n, d)
+		if d == 0 || hi != 0 {
+			return nil, fmt.Errorf("%w: register %s without home: dimensions %v of %d-byte elements", ErrInvalidData, l.Interface, dims, l.ElemSize)
+		}
+		n = lo
+	}
+	return rt.allocNoHome(rt.newHandle(p, p.Len()))
+}
+
+// RegisterSame registers a new handle shaped like h, without application
+// memory (StarPU's starpu_data_register_same): its own zeroed storage,
+// packed, for built-in interfaces and data interface plugins alike.
+func (h *Handle) RegisterSame() (*Handle, error) {
+	rt := h.rt
+	if err := rt.usable(); err != nil {
+		return nil, err
+	}
+	if h.unregistered.Load() {
+		return nil, fmt.Errorf("register same as %s: %w", h, ErrUnregistered)
+	}
+	if d := h.iface; d != nil {
+		n := rt.newHandle(h.layout, h.size)
+		n.iface = &ifaceData{inst: d.inst, meta: d.meta, desc: d.desc, offsets: d.offsets}
+		n.plan = h.plan // fixed at registration for plugin interfaces
+		return rt.allocNoHome(n)
+	}
+	return rt.RegisterNoHome(h.layout)
+}
+
+// allocNoHome gives h, registered without home, zeroed RAM storage.
+func (rt *Runtime) allocNoHome(h *Handle) (*Handle, error) {
+	if h.size > 0 {
+		s, err := rt.arena.Alloc(h.size)
+		if err != nil {
+			return nil, fmt.Errorf("register %s without home: %w", h.Interface(), err)
+		}
+		clear(rt.arena.Bytes(s))
+		h.span, h.owned = s, true
+	}
+	h.x.noHome = true
+	rt.track(h)
+	return h, nil
+}
+
+// LocalPointer returns the address of the handle's replicate in RAM, in the
+// shared-memory arena (StarPU's starpu_data_get_local_ptr); nil for data
+// without bytes or an unregistered handle. For data registered from Go
+// memory this is the runtime's copy, not the registered memory: access it
+// under Acquire.
+func (h *Handle) LocalPointer() unsafe.Pointer {
+	if h.span.Size == 0 || h.unregistered.Load() {
+		return nil
+	}
+	return unsafe.Pointer(&h.rt.arena.Bytes(h.span)[0])
+}
+
+// PointerOn returns where the handle's replicate lies on memory node node
+// (StarPU's starpu_data_handle_to_pointer): on RAM its address (as
+// LocalPointer); on a device node the driver's number for the buffer, as
+// kernels receive it. It is an error when the node has no allocation for
+// the handle.
+func (h *Handle) PointerOn(node int) (uintptr, error) {
+	rt := h.rt
+	if err := rt.usable(); err != nil {
+		return 0, err
+	}
+	if h.unregistered.Load() {
+		return 0, fmt.Errorf("pointer of %s: %w", h, ErrUnregistered)
+	}
+	if node < 0 || node >= len(rt.nodes) {
+		return 0, fmt.Errorf("%w: pointer of %s: memory node %d does not exist (nodes 0 to %d)", ErrInvalidData, h, node, len(rt.nodes)-1)
+	}
+	if node == 0 {
+		if h.span.Size == 0 {
+			return 0, fmt.Errorf("%w: pointer of %s: it has no data", ErrInvalidData, h)
+		}
+		return uintptr(h.LocalPointer()), nil
+	}
+	var buf uint64
+	var ok bool
+	rt.engine.sync(func() {
+		r := &h.reps[node]
+		ok, buf = r.allocated && r.filling == nil, r.buf
+	})
+	if !ok {
+		return 0, fmt.Errorf("%w: pointer of %s: not allocated on node %d (%s)", ErrInvalidData, h, node, rt.nodeName(node))
+	}
+	return uintptr(buf), nil
+}
+
+// PointerIsInside tells whether p points into the handle's data in this
+// process: the memory it was registered from, or its RAM replicate
+// (StarPU's starpu_data_pointer_is_inside).
+func (h *Handle) PointerIsInside(p unsafe.Pointer) bool {
+	if p == nil || h.unregistered.Load() {
+		return false
+	}
+	q := uintptr(p)
+	inside := func(b []byte) bool {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		return len(b) > 0 && q >= lo && q < lo+uintptr(len(b))
+	}
+	for _, hp := range h.home {
+		if inside(hp.mem) {
+			return true
+		}
+	}
+	return h.span.Size > 0 && inside(h.rt.arena.Bytes(h.span))
+}
+
+// Lookup returns the registered handle whose data starts at p: the start
+// of the Go memory it was registered from (the first part, for a data
+// interface plugin), or of the Malloc memory registered in place; nil when
+// there is none (StarPU's starpu_data_lookup). It scans the registered
+// handles. Children of partitions and data registered without home are not
+// found.
+func (rt *Runtime) Lookup(p unsafe.Pointer) *Handle {
+	if p == nil {
+		return nil
+	}
+	rt.handlesMu.Lock()
+	defer rt.handlesMu.Unlock()
+	for h := range rt.handles {
+		if h.parent != nil || h.x.noHome || h.unregistered.Load() {
+			continue
+		}
+		var start unsafe.Pointer
+		switch {
+		case len(h.home) > 0:
+			start = unsafe.Pointer(unsafe.SliceData(h.home[0].mem))
+		case h.span.Size > 0:
+			start = unsafe.Pointer(&rt.arena.Bytes(h.span)[0])
+		}
+		if start == p {
+			return h
+		}
+	}
+	return nil
+}
+
+// Size is the number of bytes of the handle's data, without the gaps
+// between rows of strided matrices and blocks (StarPU's
+// starpu_data_get_size): what Pack returns.
+func (h *Handle) Size() uint64 {
+	var n uint64
+	for _, r := range h.ramRuns() {
+		n += r.Len
+	}
+	return n
+}
+
+// AllocatedSize is the number of bytes of the handle's RAM replicate,
+// gaps included (StarPU's starpu_data_get_alloc_size).
+func (h *Handle) AllocatedSize() uint64 { return h.size }
+
+// Pack returns a copy of the handle's data as Size bytes, packed (StarPU's
+// starpu_data_pack): for plugin interfaces the ranges of the interface's
+// copy plan, in order. It waits for the tasks writing the handle, like
+// Acquire(R); do not call it while holding the handle in a writing mode.
+func (h *Handle) Pack() ([]byte, error) {
+	a, err := h.hold("pack", 0, R)
+	if err != nil {
+		return nil, err
+	}
+	defer h.unhold(a)
+	out := make([]byte, h.Size())
+	if len(out) > 0 {
+		streamCopy(out, []wire.CopyRange{{Len: uint64(len(out))}}, h.rt.arena.Bytes(h.span), h.ramRuns())
+	}
+	return out, nil
+}
+
+// Unpack replaces the handle's data with b, bytes from Pack of a handle of
+// the same shape (StarPU's starpu_data_unpack). It is ordered with the
+// tasks like Acquire(W); do not call it while holding the handle.
+func (h *Handle) Unpack(b []byte) error {
+	if size := h.Size(); uint64(len(b)) != size {
+		return fmt.Errorf("%w: unpack %s: %d bytes, the data has %d", ErrInvalidData, h, len(b), size)
+	}
+	a, err := h.hold("unpack", 0, W)
+	if err != nil {
+		return err
+	}
+	if len(b) > 0 {
+		streamCopy(h.rt.arena.Bytes(h.span), h.ramRuns(), b, []wire.CopyRange{{Len: uint64(len(b))}})
+		h.mu.Lock()
+		if h.home != nil {
+			h.copyHomeOut() // releasing the hold copies the registered memory in
+		}
+		h.mu.Unlock()
+	}
+	h.unhold(a)
+	return nil
+}
+
+// ramRuns are the contiguous runs of h's data in its RAM replicate, in
+// order (their SrcOffset and Len).
+func (h *Handle) ramRuns() []wire.CopyRange {
+	if h.iface != nil {
+		return h.plan
+	}
+	l := h.layout
+	es := uint64(l.ElemSize)
+	var runs []wire.CopyRange
+	switch {
+	case l.Interface == kernel.Matrix && l.LD != l.NX:
+		for j := uint64(0); j < l.NY; j++ {
+			runs = append(runs, wire.CopyRange{SrcOffset: j * l.LD * es, Len: l.NX * es})
+		}
+	case l.Interface == kernel.Block && l.LD == l.NX && l.LDZ != l.NX*l.NY:
+		for k := uint64(0); k < l.NZ; k++ {
+			runs = append(runs, wire.CopyRange{SrcOffset: k * l.LDZ * es, Len: l.NX * l.NY * es})
+		}
+	case l.Interface == kernel.Block && l.LD != l.NX:
+		for k := uint64(0); k < l.NZ; k++ {
+			for j := uint64(0); j < l.NY; j++ {
+				runs = append(runs, wire.CopyRange{SrcOffset: (k*l.LDZ + j*l.LD) * es, Len: l.NX * es})
+			}
+		}
+	case h.size > 0:
+		runs = []wire.CopyRange{{Len: h.size}}
+	}
+	return runs
+}
+
+// streamCopy copies the bytes of src's runs into dst's runs, in order, as
+// one stream: the runs need not line up.
+func streamCopy(dst []byte, druns []wire.CopyRange, src []byte, sruns []wire.CopyRange) {
+	var i, j int
+	var di, sj uint64
+	for i < len(druns) && j < len(sruns) {
+		d, s := druns[i], sruns[j]
+		n := min(d.Len-di, s.Len-sj)
+		copy(dst[d.SrcOffset+di:][:n], src[s.SrcOffset+sj:][:n])
+		di += n
+		sj += n
+		if di == d.Len {
+			i, di = i+1, 0
+		}
+		if sj == s.Len {
+			j, sj = j+1, 0
+		}
+	}
+}
