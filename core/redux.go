@@ -100,11 +100,12 @@ func (h *Handle) SetReductionMethods(redux, init *Codelet) error {
 	if st.group != nil && st.group.redux {
 		return fmt.Errorf("%w: reduction methods of %s: REDUX accesses are pending; set the methods before them", ErrInvalidTask, h)
 	}
-	contribs := []*contrib(nil)
-	if st.red != nil {
-		contribs = st.red.contribs
+	rd := &reduction{redCl: redux, initCl: init, redInfo: ri, initInfo: ii, initMode: initMode}
+	if old := st.red; old != nil {
+		// The buffers' init phases refer to the old numbering: go on with it.
+		rd.phase, rd.contribs = old.phase, old.contribs
 	}
-	st.red = &reduction{redCl: redux, initCl: init, redInfo: ri, initInfo: ii, initMode: initMode, contribs: contribs}
+	st.red = rd
 	return nil
 }
 
