@@ -568,10 +568,11 @@ func TestSequentialConsistencyFlags(t *testing.T) {
 	}
 
 	// A task waiting for another handle does not hold back a later one on
-	// off: they are not ordered.
-	submit(t, rt, &core.Task{Codelet: gated, Handles: []*core.Handle{on}})
+	// off: they are not ordered. (Pinned apart: a task queued on the
+	// worker of the gated one would wait for it whatever the data.)
+	submit(t, rt, &core.Task{Codelet: gated, Handles: []*core.Handle{on}, ExecuteOnWorker: true, Worker: 0})
 	earlier := &core.Task{Codelet: emptyVar, Handles: []*core.Handle{on, off}, Modes: []core.Mode{core.R, core.RW}}
-	later := &core.Task{Codelet: emptyRW, Handles: []*core.Handle{off}}
+	later := &core.Task{Codelet: emptyRW, Handles: []*core.Handle{off}, ExecuteOnWorker: true, Worker: 1}
 	submit(t, rt, earlier, later)
 	ch := make(chan error, 1)
 	go func() { ch <- rt.Wait(later) }()
@@ -706,7 +707,8 @@ func TestScratch(t *testing.T) {
 		t.Cleanup(openGate)
 		s := []float64{7, 7, 7, 7}
 		h, _ := core.RegisterVector(rt, s)
-		gated := &core.Task{Codelet: &core.Codelet{Name: "gated", Kernels: map[driver.Arch]string{driver.CPU: "test_gate"}, Modes: []core.Mode{core.RW}}, Handles: []*core.Handle{h}}
+		gated := &core.Task{Codelet: &core.Codelet{Name: "gated", Kernels: map[driver.Arch]string{driver.CPU: "test_gate"}, Modes: []core.Mode{core.RW}}, Handles: []*core.Handle{h},
+			ExecuteOnWorker: true, Worker: 0}
 		submit(t, rt, gated)
 		cl := &core.Codelet{Name: "scratch", Kernels: map[driver.Arch]string{driver.CPU: "test_scratch"}, Modes: []core.Mode{core.Scratch}}
 		var ts []*core.Task
@@ -842,4 +844,38 @@ func TestReduxWithDevice(t *testing.T) {
 			t.Errorf("x[%d] = %v, want %v", i, v, want)
 		}
 	}
+}
+
+// TestReduxMethodsAgain: setting the reduction methods again between
+// phases keeps every worker's buffer initialised once per phase.
+func TestReduxMethodsAgain(t *testing.T) {
+	rt := start(t, core.Options{Config: testConfig(pluginDir)})
+	x := []float64{0}
+	h, _ := core.RegisterVector(rt, x)
+	one, _ := core.RegisterVector(rt, []float64{1})
+	if err := h.SetReductionMethods(addF64Cl, zeroCl); err != nil {
+		t.Fatal(err)
+	}
+	want := 0.0
+	phase := func(workers ...int) {
+		t.Helper()
+		for _, w := range workers {
+			submit(t, rt, &core.Task{Codelet: contribute, Handles: []*core.Handle{h, one}, ExecuteOnWorker: true, Worker: w})
+			want++
+		}
+		if err := h.Acquire(core.R); err != nil {
+			t.Fatal(err)
+		}
+		if x[0] != want {
+			t.Errorf("after contributions on workers %v: %v, want %v", workers, x[0], want)
+		}
+		h.Release()
+	}
+	phase(0, 1)
+	phase(1)
+	if err := h.SetReductionMethods(addF64Cl, zeroCl); err != nil {
+		t.Fatal(err)
+	}
+	phase(0)
+	phase(1)
 }

@@ -727,6 +727,11 @@ func (rt *Runtime) executed(j *job, worker int32, err error) {
 	if err != nil {
 		j.err = err
 	}
+	// Before anything lets another access in (data locks here, successors
+	// in terminate): an acquisition must find the application's copy stale.
+	if j.task != nil && j.cl != nil && !j.nowhere && j.err == nil {
+		rt.noteWrites(j)
+	}
 	if j.arb || j.sub {
 		rt.accessDone(j, worker)
 	}
@@ -782,9 +787,6 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 			x.tsuccs, x.esuccs = nil, nil
 		}
 		j.mu.Unlock()
-		if j.task != nil && j.cl != nil && !j.nowhere && j.err == nil {
-			rt.noteWrites(j)
-		}
 		if j.tag != nil {
 			succs = append(succs, j.tag.notify(j)...)
 		}
