@@ -190,6 +190,9 @@ type job struct {
 	executed bool
 	finished bool
 	succs    []*job // waiting for this one through data or tags
+	// succ1 holds the first successor without an allocation: in a chain
+	// every job has exactly one.
+	succ1 [1]*job
 	doneCh   chan struct{}
 
 	err    error
@@ -308,6 +311,9 @@ func addDep(pred, succ *job) {
 	}
 	pred.mu.Lock()
 	if !pred.released {
+		if pred.succs == nil {
+			pred.succs = pred.succ1[:0]
+		}
 		pred.succs = append(pred.succs, succ)
 		succ.ndeps.Add(1)
 	}
@@ -809,6 +815,7 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 				rt.ready(s, worker)
 			}
 		}
+		j.succ1[0] = nil // released: keep no chain of finished jobs alive
 		for _, s := range esuccs {
 			stack = append(stack, termination{j: s, endDep: true})
 		}
