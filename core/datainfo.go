@@ -135,9 +135,11 @@ func (h *Handle) AdviseAsImportant(important bool) { h.x.important.Store(importa
 // RegisterNoHome registers data without application memory (StarPU's
 // registration with home node -1), with layout l of a built-in interface
 // (Variable, Vector, Matrix or Block; leading dimensions are ignored: the
-// data is stored packed). The runtime allocates its RAM replicate at once,
-// zeroed, so that a read before any write sees zeros; device replicates
-// are allocated on first use as for any handle. Unregister frees it.
+// data is stored packed). Its RAM replicate takes arena space at once but
+// memory only on first write: its pages are handed back to the OS and read
+// as zeros until written (a read before any write sees zeros); device
+// replicates are allocated on first use as for any handle. Unregister frees
+// it.
 func (rt *Runtime) RegisterNoHome(l kernel.Layout) (*Handle, error) {
 	if err := rt.usable(); err != nil {
 		return nil, err
@@ -198,11 +200,11 @@ func (h *Handle) RegisterSame() (*Handle, error) {
 // allocNoHome gives h, registered without home, zeroed RAM storage.
 func (rt *Runtime) allocNoHome(h *Handle) (*Handle, error) {
 	if h.size > 0 {
-		s, err := rt.arena.Alloc(h.size)
+		// Its pages take memory only once written (on first write).
+		s, err := rt.arena.AllocZeroed(h.size)
 		if err != nil {
 			return nil, fmt.Errorf("register %s without home: %w", h.Interface(), err)
 		}
-		clear(rt.arena.Bytes(s))
 		h.span, h.owned = s, true
 	}
 	h.x.noHome = true

@@ -168,7 +168,8 @@ func (a *Arena) HeapStats() (used, free uint64) {
 	return a.used, a.heapSize() - a.used
 }
 
-// Released is the number of bytes Free has handed back to the OS so far,
+// Released is the number of bytes Free and AllocZeroed have handed back to
+// the OS so far,
 // for monitoring.
 func (a *Arena) Released() uint64 {
 	a.mu.Lock()
@@ -185,3 +186,38 @@ func (a *Arena) PunchErr() error {
 }
 
 func (a *Arena) heapSize() uint64 { return a.size - a.controlSize }
+
+// AllocZeroed is Alloc with bytes that read as zero, and whose whole pages
+// take no memory until first written: they are handed back to the OS
+// (fallocate PUNCH_HOLE) instead of cleared, so data registered without a
+// home is allocated on first write. Only the partial pages at the span's
+// edges, if any, are cleared.
+func (a *Arena) AllocZeroed(size uint64) (base.Span, error) {
+	s, err := a.Alloc(size)
+	if err != nil || size == 0 {
+		return s, err
+	}
+	lo, hi := alignUp(s.Offset, pageSize), (s.Offset+s.Size)/pageSize*pageSize
+	a.mu.Lock()
+	punched := lo < hi && a.punch(lo, hi)
+	a.mu.Unlock()
+	b := a.Bytes(s)
+	if !punched {
+		clear(b)
+		return s, nil
+	}
+	clear(b[:lo-s.Offset])
+	clear(b[hi-s.Offset:])
+	return s, nil
+}
+
+// Committed reports the bytes of the arena's pages that hold memory now
+// (st_blocks of the memfd): pages never written or released by Free and
+// AllocZeroed do not count.
+func (a *Arena) Committed() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(a.file.Fd()), &st); err != nil {
+		return 0, fmt.Errorf("shm: arena committed memory: fstat: %w", err)
+	}
+	return uint64(st.Blocks) * 512, nil
+}

@@ -354,3 +354,53 @@ func TestAllocConcurrent(t *testing.T) {
 		t.Fatalf("free list not coalesced: %d ranges", len(a.free))
 	}
 }
+
+// AllocZeroed reads as zero even over memory a previous user dirtied, and
+// its whole pages take no memory until written.
+func TestAllocZeroed(t *testing.T) {
+	a := newArena(t)
+	for _, size := range []uint64{100, largeAlloc - 8, 200 << 10, 3<<20 + 100} {
+		d, err := a.Alloc(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, b := 0, a.Bytes(d); i < len(b); i++ {
+			b[i] = 0xff
+		}
+		if err := a.Free(d); err != nil {
+			t.Fatal(err)
+		}
+		z, err := a.AllocZeroed(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range a.Bytes(z) {
+			if v != 0 {
+				t.Fatalf("AllocZeroed(%d): byte %d is %#x", size, i, v)
+			}
+		}
+		if err := a.Free(z); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const big = 32 << 20
+	before, err := a.Committed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := a.AllocZeroed(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterAlloc, _ := a.Committed()
+	if afterAlloc-before >= big/4 {
+		t.Fatalf("AllocZeroed(%d) committed %d bytes at once", big, afterAlloc-before)
+	}
+	b := a.Bytes(z)
+	for i := range b {
+		b[i] = 1
+	}
+	if written, _ := a.Committed(); written-before < big {
+		t.Fatalf("writing %d bytes committed only %d", big, written-before)
+	}
+}
