@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/starpu-go/starpu/core"
 	"github.com/starpu-go/starpu/pluginapi/driver"
@@ -878,4 +879,58 @@ func TestReduxMethodsAgain(t *testing.T) {
 	}
 	phase(0)
 	phase(1)
+}
+
+// The callback acquisitions take the same choice: unordered, the callback
+// runs while an earlier task on the handle still waits; ordered, only after
+// that task.
+func TestAcquireCBSequentialConsistency(t *testing.T) {
+	gate, openGate := newGate()
+	var saw atomic.Int64
+	rt := start(t, withKernels(gateKernel("test_gate", gate),
+		kernel.Kernel{Name: "test_see", Func: func(ctx *kernel.Context) error {
+			saw.Store(int64(ctx.Buffers[1].Float64s()[0]))
+			return nil
+		}}))
+	t.Cleanup(openGate)
+	gated := &core.Codelet{Name: "gated", Kernels: map[driver.Arch]string{driver.CPU: "test_gate"}, Modes: []core.Mode{core.RW}}
+	see := &core.Codelet{Name: "see", Kernels: map[driver.Arch]string{driver.CPU: "test_see"}, NBuffers: core.VariableBuffers}
+	other, _ := core.RegisterVector(rt, []float64{0})
+	x := []float64{1}
+	h, _ := core.RegisterVector(rt, x)
+	submit(t, rt, &core.Task{Codelet: gated, Handles: []*core.Handle{other}})
+	pending := &core.Task{Codelet: see, Handles: []*core.Handle{other, h}, Modes: []core.Mode{core.RW, core.RW}}
+	submit(t, rt, pending)
+	unordered := make(chan error, 1)
+	if err := h.AcquireCBSequentialConsistency(core.RW, false, func(err error) { unordered <- err }); err != nil {
+		t.Fatal(err)
+	}
+	done(t, "the unordered callback while an earlier task is pending", unordered)
+	ordered := make(chan error, 1)
+	if err := h.AcquireCBSequentialConsistency(core.R, true, func(err error) { ordered <- err }); err != nil {
+		t.Fatal(err)
+	}
+	x[0] = 5
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ordered:
+		t.Fatalf("the ordered callback ran (%v) before the task submitted earlier", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	openGate()
+	done(t, "the ordered callback after the task", ordered)
+	if pending.Status() != core.StatusFinished {
+		t.Errorf("ordered callback ran with the earlier task %v", pending.Status())
+	}
+	if saw.Load() != 5 {
+		t.Errorf("the task saw %d, want the value written under the unordered hold", saw.Load())
+	}
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AcquireCBSequentialConsistency(core.RW, false, nil); !errors.Is(err, core.ErrInvalidTask) {
+		t.Errorf("nil callback: %v", err)
+	}
 }

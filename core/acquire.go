@@ -237,11 +237,21 @@ func (h *Handle) unhold(a *acquisition) {
 // goroutine): it must not block, and it ends the acquisition by completing
 // a.job, at once or later.
 func (h *Handle) acquireThen(m Mode, then func(a *acquisition)) *acquisition {
+	return h.acquireThenSeq(m, true, then)
+}
+
+// acquireThenSeq is acquireThen, ordered with the tasks only when
+// sequential is set; otherwise it waits only for the data lock.
+func (h *Handle) acquireThenSeq(m Mode, sequential bool, then func(a *acquisition)) *acquisition {
 	j := h.rt.newJob()
 	a := &acquisition{mode: m, job: j}
 	a.onGrant = func() { then(a) }
 	j.acquire = a
-	h.depend(j, m)
+	if sequential {
+		h.depend(j, m)
+	} else {
+		h.dependFree(j, m)
+	}
 	if j.ndeps.Add(-1) == 0 {
 		h.rt.ready(j, -1)
 	}
@@ -263,6 +273,25 @@ func (h *Handle) AcquireCB(m Mode, cb func(error)) error {
 // released with ReleaseOnNode(node) (StarPU's
 // starpu_data_acquire_on_node_cb).
 func (h *Handle) AcquireOnNodeCB(node int, m Mode, cb func(error)) error {
+	return h.acquireCB(node, m, true, cb)
+}
+
+// AcquireCBSequentialConsistency is AcquireCB that, when sequential is
+// false, is not ordered with the tasks submitted before it: it waits only
+// until no conflicting access holds the data (StarPU's
+// starpu_data_acquire_cb_sequential_consistency).
+func (h *Handle) AcquireCBSequentialConsistency(m Mode, sequential bool, cb func(error)) error {
+	return h.acquireCB(0, m, sequential, cb)
+}
+
+// AcquireOnNodeCBSequentialConsistency is AcquireOnNodeCB with the
+// sequential-consistency choice of AcquireCBSequentialConsistency (StarPU's
+// starpu_data_acquire_on_node_cb_sequential_consistency).
+func (h *Handle) AcquireOnNodeCBSequentialConsistency(node int, m Mode, sequential bool, cb func(error)) error {
+	return h.acquireCB(node, m, sequential, cb)
+}
+
+func (h *Handle) acquireCB(node int, m Mode, sequential bool, cb func(error)) error {
 	if cb == nil {
 		return fmt.Errorf("%w: acquire %s with a nil callback", ErrInvalidTask, h)
 	}
@@ -271,7 +300,7 @@ func (h *Handle) AcquireOnNodeCB(node int, m Mode, cb func(error)) error {
 	}
 	rt := h.rt
 	rt.beginAsync()
-	h.acquireThen(m, func(a *acquisition) {
+	h.acquireThenSeq(m, sequential, func(a *acquisition) {
 		a.node = node
 		granted := func(err error) {
 			go func() {

@@ -192,8 +192,8 @@ type job struct {
 	succs    []*job // waiting for this one through data or tags
 	// succ1 holds the first successor without an allocation: in a chain
 	// every job has exactly one.
-	succ1 [1]*job
-	doneCh   chan struct{}
+	succ1  [1]*job
+	doneCh chan struct{}
 
 	err    error
 	worker int32
