@@ -164,6 +164,25 @@ func (c *core) done(worker int, id uint64, ns int64) {
 	c.events.Commit()
 }
 
+// completeSome completes the first task queued on a random subset of the
+// machine's workers, rings the policy if it did, and returns how many.
+func (c *core) completeSome(rng *rand.Rand, tasks []*sched.Task, queues map[int][]uint64) int {
+	n := 0
+	for _, w := range machine {
+		q := queues[w.ID]
+		if len(q) == 0 || rng.Intn(3) == 0 {
+			continue
+		}
+		c.done(w.ID, q[0], max(tasks[q[0]-1].LengthOn(&w), 1))
+		queues[w.ID] = q[1:]
+		n++
+	}
+	if n > 0 {
+		c.bell.Ring()
+	}
+	return n
+}
+
 // decision returns the next assignment, waiting up to wait (> 0) for it;
 // ok is false if none came.
 func (c *core) decision(wait time.Duration) (a wire.Assign, ok bool) {
@@ -301,38 +320,13 @@ func exactlyOnce(t *testing.T, p sched.Policy, o options) {
 			}
 			wait = 0
 			progress = true
-			id, wid := a.ID, int(a.Worker)
-			if id == 0 || id > uint64(pushed) {
-				t.Fatalf("policy assigned task %d, which was never pushed", id)
-			}
-			tk := tasks[id-1]
-			if prev := assigned[id-1]; prev != 0 {
-				t.Fatalf("task %d assigned twice: to worker %d, then to worker %d", id, prev-1, wid)
-			}
-			w := workerByID(machine, wid)
-			if w == nil {
-				t.Fatalf("task %d assigned to worker %d, which does not exist", id, wid)
-			}
-			if !tk.CanRun(w) {
-				t.Fatalf("task %d (arch mask %#x, bound to %d) assigned to worker %d (%s), which cannot run it",
-					id, tk.ArchMask, tk.Worker, wid, w.Arch)
-			}
+			id, wid := checkAssign(t, a, tasks, pushed, assigned)
 			assigned[id-1] = wid + 1
 			queues[wid] = append(queues[wid], id)
 		}
-		rang := false
-		for _, w := range machine {
-			q := queues[w.ID]
-			if len(q) == 0 || rng.Intn(3) == 0 {
-				continue
-			}
-			c.done(w.ID, q[0], max(tasks[q[0]-1].LengthOn(&w), 1))
-			queues[w.ID] = q[1:]
-			completed++
-			rang, progress = true, true
-		}
-		if rang {
-			c.bell.Ring()
+		if n := c.completeSome(rng, tasks, queues); n > 0 {
+			completed += n
+			progress = true
 		}
 	}
 	if err := c.host.Deinit(t.Context()); err != nil {
@@ -400,41 +394,45 @@ func workersThroughHost(t *testing.T, p sched.Policy, o options) {
 			}
 			wait = 0
 			progress = true
-			id, wid := a.ID, int(a.Worker)
-			if id == 0 || id > uint64(pushed) {
-				t.Fatalf("policy assigned task %d, which was never pushed", id)
-			}
-			if assigned[id-1] != 0 {
-				t.Fatalf("task %d assigned twice: to worker %d, then to worker %d", id, assigned[id-1]-1, wid)
-			}
+			id, wid := checkAssign(t, a, tasks, pushed, assigned)
 			if (wid == 1 || wid == 2) && c.acked(removeSeq) && !c.acked(addSeq) {
 				t.Fatalf("task %d assigned to worker %d after its removal was acknowledged", id, wid)
-			}
-			w := workerByID(machine, wid)
-			if w == nil || !tasks[id-1].CanRun(w) {
-				t.Fatalf("task %d (arch mask %#x, bound to %d) assigned to worker %d, which cannot run it", id, tasks[id-1].ArchMask, tasks[id-1].Worker, wid)
 			}
 			assigned[id-1] = wid + 1
 			queues[wid] = append(queues[wid], id)
 		}
-		rang := false
-		for _, w := range machine {
-			q := queues[w.ID]
-			if len(q) == 0 || rng.Intn(3) == 0 {
-				continue
-			}
-			c.done(w.ID, q[0], max(tasks[q[0]-1].LengthOn(&w), 1))
-			queues[w.ID] = q[1:]
-			completed++
-			rang, progress = true, true
-		}
-		if rang {
-			c.bell.Ring()
+		if n := c.completeSome(rng, tasks, queues); n > 0 {
+			completed += n
+			progress = true
 		}
 	}
 	if !c.acked(removeSeq) || !c.acked(addSeq) {
 		t.Fatalf("the host never echoed the workers messages (removal %v, addition %v)", c.acked(removeSeq), c.acked(addSeq))
 	}
+}
+
+// checkAssign checks a decision against the tasks pushed so far and the
+// ones already assigned (assigned[i] is 1 + the worker of task i+1, or 0),
+// and returns the task and worker.
+func checkAssign(t *testing.T, a wire.Assign, tasks []*sched.Task, pushed int, assigned []int) (uint64, int) {
+	t.Helper()
+	id, wid := a.ID, int(a.Worker)
+	if id == 0 || id > uint64(pushed) {
+		t.Fatalf("policy assigned task %d, which was never pushed", id)
+	}
+	tk := tasks[id-1]
+	if prev := assigned[id-1]; prev != 0 {
+		t.Fatalf("task %d assigned twice: to worker %d, then to worker %d", id, prev-1, wid)
+	}
+	w := workerByID(machine, wid)
+	if w == nil {
+		t.Fatalf("task %d assigned to worker %d, which does not exist", id, wid)
+	}
+	if !tk.CanRun(w) {
+		t.Fatalf("task %d (arch mask %#x, bound to %d) assigned to worker %d (%s), which cannot run it",
+			id, tk.ArchMask, tk.Worker, wid, w.Arch)
+	}
+	return id, wid
 }
 
 func countZero(s []int) int {
