@@ -272,6 +272,15 @@ func (rt *Runtime) schedInit(workers []int, rings *ctxRings) *sched.InitRequest 
 		w := rt.workers[id]
 		req.Workers = append(req.Workers, sched.Worker{ID: w.id, Arch: w.drv.fp.Arch, Node: w.node})
 	}
+	// The global policy writes the workers' scheduler rings, whichever of
+	// them it starts with: a worker removed and added back keeps its ring.
+	if rings == rt.global.rings {
+		for _, w := range rt.workers {
+			if w.posted {
+				req.WorkerRings = append(req.WorkerRings, sched.WorkerRing{Worker: w.id, Ring: w.spec.SchedRing, Bell: w.spec.Bell})
+			}
+		}
+	}
 	return req
 }
 

@@ -2,12 +2,14 @@ package core
 
 import (
 	"fmt"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/starpu-go/starpu/core/config"
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/shm"
@@ -24,6 +26,11 @@ const (
 	decisionsRingCap   = 1 << 18
 	dispatchRingCap    = 1 << 17
 	completionRingCap  = 1 << 16
+	schedRingCap       = 1 << 17
+	// maxPostedExec bounds the Exec a Push carries for the scheduler to
+	// post: a full queue of them fits in a scheduler ring. Larger tasks
+	// take the core's dispatch.
+	maxPostedExec = schedRingCap / (2 * config.MaxQueueDepth)
 	livenessCheckEvery = 50 * time.Millisecond
 	// queuedWork is how much predicted work the scheduler keeps queued on
 	// each worker: enough to cover a decision's trip across the processes.
@@ -32,7 +39,7 @@ const (
 
 func controlBytes(workers int) uint64 {
 	n := maxContexts*(shm.RingBytes(eventsRingCap)+shm.RingBytes(decisionsRingCap)+shm.BellSize) + shm.BellSize
-	n += uint64(workers) * (shm.RingBytes(dispatchRingCap) + shm.RingBytes(completionRingCap) + shm.BellSize)
+	n += uint64(workers) * (shm.RingBytes(dispatchRingCap) + shm.RingBytes(completionRingCap) + shm.RingBytes(schedRingCap) + shm.BellSize)
 	return n + 64*1024
 }
 
@@ -61,6 +68,8 @@ type workerState struct {
 	ctlOverflow []ctlMsg
 	// archKey is the worker's key in the performance models.
 	archKey string
+	// posted: the worker has a scheduler ring (driver.WorkerSpec.SchedRing).
+	posted bool
 }
 
 // engine moves tasks between the core, the scheduler and the workers: the
@@ -93,6 +102,11 @@ type engine struct {
 	// calls made there would never return (see mayBlock).
 	tid atomic.Int32
 
+	// postDriver is the index of the driver whose workers have scheduler
+	// rings, or -1: the kernel index a Push's Exec carries is that
+	// driver's.
+	postDriver int
+
 	spin      int
 	started   bool
 	stopping  atomic.Bool
@@ -101,7 +115,7 @@ type engine struct {
 }
 
 func newEngine(rt *Runtime) (*engine, error) {
-	e := &engine{rt: rt, jobs: map[uint64]*job{}, xfers: map[uint64]*xfer{}, spin: rt.cfg.SpinIters, done: make(chan struct{})}
+	e := &engine{rt: rt, jobs: map[uint64]*job{}, xfers: map[uint64]*xfer{}, spin: rt.cfg.SpinIters, done: make(chan struct{}), postDriver: -1}
 	var err error
 	if e.coreBell, e.coreBellRef, err = carveBell(rt.arena); err != nil {
 		return nil, err
@@ -152,6 +166,14 @@ func (e *engine) addWorker(d *driverInst, unit int) (*workerState, error) {
 	if w.bell, w.spec.Bell, err = carveBell(rt.arena); err != nil {
 		return nil, err
 	}
+	// Scheduler rings go to the RAM workers of one driver, the first that
+	// reads them, so that one kernel index serves all of them.
+	if d.fp.SchedRing && d.fp.Units[unit].Node == 0 && (e.postDriver < 0 || e.postDriver == w.driverIdx) {
+		if _, w.spec.SchedRing, err = carveRing(rt.arena, schedRingCap); err != nil {
+			return nil, fmt.Errorf("worker %d scheduler ring: %w", w.id, err)
+		}
+		e.postDriver, w.posted = w.driverIdx, true
+	}
 	rt.maxExec = shm.MaxMessage(w.dispatch)
 	rt.workers = append(rt.workers, w)
 	d.workers = append(d.workers, w)
@@ -192,8 +214,6 @@ func (e *engine) push(j *job, releasedBy int32) {
 	if j.ctx == nil {
 		// The global context is never deleted and breaks only with the
 		// runtime: no check to make.
-		j.sctx = c
-		e.track(j)
 		c.mu.Lock()
 	} else {
 		c = j.ctx
@@ -209,19 +229,28 @@ func (e *engine) push(j *job, releasedBy int32) {
 			e.rt.complete(j, -1, *bp)
 			return
 		}
-		// Tracked under c.mu: Delete's removal message, and so its move of
-		// the unassigned tasks, comes after this push.
-		j.sctx = c
-		e.track(j)
 	}
-	b, err := c.rings.events.ReserveWait(wire.PushLen(len(p.Transfer)), c.alive)
+	j.sctx = c
+	n := wire.PushLen(len(p.Transfer))
+	k := e.postKernel(j, c)
+	if k >= 0 {
+		p.Flags |= wire.PushExec
+		n += wire.ExecSize(len(j.task.Handles), len(j.task.Arg))
+	}
+	b, err := c.rings.events.ReserveWait(n, c.alive)
 	if err == nil {
 		p.Encode(b)
+		if k >= 0 {
+			e.encodeExec(b[wire.PushLen(len(p.Transfer)):], j, k, 0)
+		}
+		// Tracked after push's last access to j, before the policy can
+		// decide on it, and under c.mu: Delete's removal message, and so
+		// its move of the unassigned tasks, comes after this push.
+		e.track(j)
 		c.rings.events.Commit()
 	}
 	c.mu.Unlock()
 	if err != nil {
-		e.untrack(j.id)
 		e.rt.complete(j, -1, fmt.Errorf("push task to %s: %w", c, err))
 		return
 	}
@@ -236,8 +265,8 @@ func (e *engine) schedUsable() bool {
 	return !e.stopping.Load() && e.rt.broken.Load() == nil
 }
 
-// track publishes j, after its last write by push: the engine finds it in
-// jobs once the scheduler has decided.
+// track publishes j, after push's last access to it: the engine finds it
+// in jobs once the scheduler has decided.
 func (e *engine) track(j *job) {
 	e.jobsMu.Lock()
 	e.jobs[j.id] = j
@@ -316,7 +345,11 @@ func (e *engine) drainContext(c *Context) {
 		case wire.TypeAssign:
 			if a.Decode(msg) == nil {
 				d.Release()
-				e.dispatch(int(a.Worker), a.ID)
+				if a.Flags&wire.AssignPosted != 0 {
+					e.posted(c, int(a.Worker), a.ID)
+				} else {
+					e.dispatch(int(a.Worker), a.ID)
+				}
 				continue
 			}
 		case wire.TypeWorkers:
@@ -358,6 +391,27 @@ func (e *engine) dispatch(wid int, id uint64) {
 	e.enqueue(w, j)
 }
 
+// posted records that c's policy posted task id to worker wid's scheduler
+// ring itself. The task may have completed already: the echo follows the
+// Exec by a ring, and the completion by the worker.
+func (e *engine) posted(c *Context, wid int, id uint64) {
+	j := e.lookup(id)
+	if j == nil {
+		return // completed
+	}
+	if c != e.rt.global || wid < 0 || wid >= len(e.rt.workers) || !e.rt.workers[wid].posted {
+		e.fail(j, wid, fmt.Errorf("scheduler says it posted task %q to worker %d, which has no scheduler ring", j.name(), wid))
+		return
+	}
+	w := e.rt.workers[wid]
+	j.worker = int32(wid)
+	if w.drv.dead.Load() {
+		e.fail(j, wid, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, wid, j.name()))
+		return
+	}
+	e.rt.assign(j, w)
+}
+
 // enqueue posts j to w, behind the tasks already waiting for room.
 func (e *engine) enqueue(w *workerState, j *job) {
 	if len(w.overflow) > 0 || !e.post(w, j) {
@@ -396,6 +450,16 @@ func (e *engine) post(w *workerState, j *job) bool {
 	if b == nil {
 		return false
 	}
+	e.encodeExec(b, j, k, w.node)
+	w.dispatch.Commit()
+	w.mustRing = true
+	return true
+}
+
+// encodeExec writes j's Exec, with kernel index k, for a worker on memory
+// node into b (wire.ExecSize bytes).
+func (e *engine) encodeExec(b []byte, j *job, k int32, node int) {
+	t := j.task
 	wire.PutExecHeader(b, j.id, uint32(k), len(t.Handles), len(t.Arg))
 	p := b[wire.ExecHeaderSize:]
 	hs, modes := t.Handles, j.modes
@@ -404,16 +468,41 @@ func (e *engine) post(w *workerState, j *job) bool {
 	}
 	for i, h := range hs {
 		d := wire.BufferDesc{Offset: h.span.Offset, Mode: modes[i] &^ (Locality | Commute), Layout: h.layout}
-		if w.node != 0 {
-			d.Node, d.Offset, d.Layout = uint8(e.rt.nodes[w.node].local), h.reps[w.node].buf, h.nodeLayout(w.node)
+		if node != 0 {
+			d.Node, d.Offset, d.Layout = uint8(e.rt.nodes[node].local), h.reps[node].buf, h.nodeLayout(node)
 		}
 		wire.EncodeBuffer(p, &d)
 		p = p[wire.BufferDescSize:]
 	}
 	copy(p, t.Arg)
-	w.dispatch.Commit()
-	w.mustRing = true
-	return true
+}
+
+// postKernel is the kernel index j runs with on the workers that have a
+// scheduler ring, when its Exec can travel with its Push to c's policy, or
+// -1. It can when c is the global context (the one policy writing those
+// rings), RAM is the only memory node (nothing to fetch, pin or invalidate
+// at dispatch), j has no per-worker buffers (SCRATCH, REDUX), and the
+// implementation it runs is known before a worker is (not round-robin
+// while calibrating). Called by push, from any goroutine: it reads, and
+// dispatch sets j.impl to the same choice.
+func (e *engine) postKernel(j *job, c *Context) int32 {
+	rt := e.rt
+	if e.postDriver < 0 || c != rt.global || rt.multiNode || j.sub {
+		return -1
+	}
+	if n := wire.ExecSize(len(j.task.Handles), len(j.task.Arg)); n > maxPostedExec {
+		return -1
+	}
+	d := e.postDriver
+	i := int(j.impl)
+	if i < 0 {
+		mask := j.implMaskOf(d)
+		if mask == 0 || (rt.calibrate && mask&(mask-1) != 0) {
+			return -1
+		}
+		i = bits.TrailingZeros8(mask)
+	}
+	return j.cl.impls[d][i]
 }
 
 // flushOverflow posts the tasks that found a worker's ring full.
@@ -502,6 +591,10 @@ func (e *engine) drainCompletions() {
 				e.rt.log.Error("worker completed an unknown task", "worker", w.id, "task", c.ID)
 				continue
 			}
+			if j.worker < 0 { // posted by the scheduler, echo not read yet
+				j.worker = int32(w.id)
+				e.rt.assign(j, w)
+			}
 			j.start, j.end = c.StartNs, c.EndNs
 			if e.rt.trace != nil {
 				e.rt.trace.add(w.id, j, c.StartNs, c.EndNs, err != nil)
@@ -559,6 +652,8 @@ func (e *engine) checkPlugins() {
 		}
 	}
 	if rt.schedP != nil && rt.broken.Load() == nil && rt.schedP.Exited() {
+		// Its last decisions first: the tasks it posted to workers run.
+		e.drainContext(rt.global)
 		err := fmt.Errorf("%w: scheduler sched-%s (pid %d) exited", ErrPluginCrashed, rt.cfg.Sched, rt.schedP.Pid())
 		rt.broken.Store(&err)
 		rt.log.Error("scheduler plugin exited", "sched", rt.cfg.Sched)

@@ -37,7 +37,7 @@ func (c *Client) Fingerprint(ctx context.Context) (*Fingerprint, error) {
 	if err != nil {
 		return nil, c.Err(ctx, err)
 	}
-	fp := &Fingerprint{Arch: Arch(resp.GetArch()), Kernels: resp.GetKernels(), Note: resp.GetNote()}
+	fp := &Fingerprint{Arch: Arch(resp.GetArch()), Kernels: resp.GetKernels(), Note: resp.GetNote(), SchedRing: resp.GetSchedRing()}
 	for _, u := range resp.GetUnits() {
 		fp.Units = append(fp.Units, Unit{Name: u.GetName(), Node: int(u.GetNode())})
 	}
@@ -82,6 +82,7 @@ func initToProto(req *InitRequest) *proto.InitRequest {
 			Completion: base.SpanToProto(w.Completion),
 			Bell:       w.Bell,
 			CoreBell:   w.CoreBell,
+			SchedRing:  base.SpanToProto(w.SchedRing),
 		})
 	}
 	return out
@@ -97,6 +98,7 @@ func initFromProto(req *proto.InitRequest) *InitRequest {
 			Completion: base.SpanFromProto(w.GetCompletion()),
 			Bell:       w.GetBell(),
 			CoreBell:   w.GetCoreBell(),
+			SchedRing:  base.SpanFromProto(w.GetSchedRing()),
 		})
 	}
 	return out

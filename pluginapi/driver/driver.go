@@ -82,6 +82,9 @@ type Fingerprint struct {
 	// Note says why the driver found no unit, when Units is empty ("no
 	// OpenCL platform", "CPU devices need STARPU_OPENCL_ON_CPUS=1").
 	Note string
+	// SchedRing says the driver's workers on the RAM node read a second
+	// dispatch ring, WorkerSpec.SchedRing, which the scheduler writes.
+	SchedRing bool
 }
 
 // KernelSource is a kernel given as source by a codelet, for drivers that
@@ -104,6 +107,13 @@ type WorkerSpec struct {
 	// Bell is the doorbell the worker sleeps on; CoreBell the one it rings
 	// after posting a completion.
 	Bell, CoreBell uint64
+	// SchedRing, when its Size is not 0, carries Exec messages the
+	// scheduler posts straight to the worker, for tasks whose buffers are
+	// all in RAM: one ring crossing less per dependency. The worker reads
+	// it besides Dispatch, in any order with it, and rings Bell is how it
+	// is woken for both. Given only to workers of a driver whose
+	// Fingerprint sets SchedRing.
+	SchedRing base.Span
 }
 
 // InitRequest starts a driver's workers.

@@ -57,7 +57,7 @@ func exercise(t *testing.T, d Driver, rec *recDriver, remote bool) {
 	ctx := context.Background()
 	for _, fp := range []*Fingerprint{
 		{Arch: CUDA, Units: []Unit{{"gpu0", 1}, {"gpu1", 2}}, Nodes: []MemoryNode{{"m0", 1 << 40}}, Kernels: []string{"a", "b"}},
-		{Arch: CPU},
+		{Arch: CPU, SchedRing: true},
 	} {
 		rec.fp = fp
 		got, err := d.Fingerprint(ctx)
@@ -66,7 +66,8 @@ func exercise(t *testing.T, d Driver, rec *recDriver, remote bool) {
 		}
 	}
 	req := &InitRequest{SpinIters: -5, Workers: []WorkerSpec{
-		{ID: 1, Unit: 2, Dispatch: base.Span{Offset: 3, Size: 4}, Completion: base.Span{Offset: 5, Size: 6}, Bell: 7, CoreBell: 8},
+		{ID: 1, Unit: 2, Dispatch: base.Span{Offset: 3, Size: 4}, Completion: base.Span{Offset: 5, Size: 6}, Bell: 7, CoreBell: 8,
+			SchedRing: base.Span{Offset: 9, Size: 10}},
 		{ID: -1},
 	}}
 	if err := d.Init(ctx, req); err != nil || !reflect.DeepEqual(rec.init, req) {

@@ -31,7 +31,7 @@ func (s *Server) Fingerprint(ctx context.Context, _ *proto.FingerprintRequest) (
 	if fp == nil {
 		return nil, status.Error(codes.Internal, "Fingerprint returned no fingerprint")
 	}
-	resp := &proto.FingerprintResponse{Arch: string(fp.Arch), Kernels: fp.Kernels, Note: fp.Note}
+	resp := &proto.FingerprintResponse{Arch: string(fp.Arch), Kernels: fp.Kernels, Note: fp.Note, SchedRing: fp.SchedRing}
 	for _, u := range fp.Units {
 		resp.Units = append(resp.Units, &proto.Unit{Name: u.Name, Node: int64(u.Node)})
 	}

@@ -63,6 +63,9 @@ func initToProto(req *InitRequest) *proto.InitRequest {
 	out.SpinIters = int64(req.SpinIters)
 	out.MaxQueueDepth = int64(req.MaxQueueDepth)
 	out.QueuedWorkNs = req.QueuedWork.Nanoseconds()
+	for _, r := range req.WorkerRings {
+		out.WorkerRings = append(out.WorkerRings, &proto.WorkerRing{Worker: int64(r.Worker), Ring: base.SpanToProto(r.Ring), Bell: r.Bell})
+	}
 	return out
 }
 
@@ -81,6 +84,9 @@ func initFromProto(req *proto.InitRequest) *InitRequest {
 	}
 	for _, w := range req.GetWorkers() {
 		out.Workers = append(out.Workers, Worker{ID: int(w.GetId()), Arch: driver.Arch(w.GetArch()), Node: int(w.GetNode())})
+	}
+	for _, r := range req.GetWorkerRings() {
+		out.WorkerRings = append(out.WorkerRings, WorkerRing{Worker: int(r.GetWorker()), Ring: base.SpanFromProto(r.GetRing()), Bell: r.GetBell()})
 	}
 	return out
 }

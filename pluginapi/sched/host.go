@@ -46,6 +46,16 @@ type Host struct {
 	inflight           []int
 	meanNs             []float64 // moving average of task durations, per worker
 	workers            []Worker
+	// rings are the workers' scheduler rings by worker ID, nil where a
+	// worker has none.
+	rings []*workerRing
+}
+
+// workerRing is the host's side of a worker's scheduler ring.
+type workerRing struct {
+	ring     *shm.Ring
+	bell     *shm.Bell
+	mustRing bool // posted to since the bell last rang
 }
 
 // NewHost wraps policy; info names the plugin (Kind is set to sched).
@@ -127,6 +137,20 @@ func (h *Host) Init(_ context.Context, req *InitRequest) error {
 	h.inflight = make([]int, maxID+1)
 	h.meanNs = make([]float64, maxID+1)
 	h.workers = append([]Worker(nil), req.Workers...)
+	h.rings = nil
+	for _, wr := range req.WorkerRings {
+		if wr.Worker < 0 || wr.Worker > maxID {
+			return fmt.Errorf("scheduler ring of worker %d: no such worker", wr.Worker)
+		}
+		r, err := openRing(h.arena, wr.Ring)
+		if err != nil {
+			return fmt.Errorf("scheduler ring of worker %d: %w", wr.Worker, err)
+		}
+		if h.rings == nil {
+			h.rings = make([]*workerRing, maxID+1)
+		}
+		h.rings[wr.Worker] = &workerRing{ring: r, bell: h.arena.Bell(wr.Bell)}
+	}
 	if err := h.policy.Init(h.workers); err != nil {
 		return fmt.Errorf("policy init: %w", err)
 	}
@@ -174,13 +198,21 @@ func (h *Host) loop() {
 			h.loopErr = err
 			return
 		}
-		n, err := h.offer()
+		assigned, err := h.offer()
 		if err != nil {
 			h.loopErr = err
 			return
 		}
-		if n > 0 {
+		// Posted tasks need no core: their echo waits until the core
+		// wakes for their completion.
+		if assigned > 0 {
 			h.coreBell.Ring()
+		}
+		for _, wr := range h.rings {
+			if wr != nil && wr.mustRing {
+				wr.mustRing = false
+				wr.bell.Ring()
+			}
 		}
 	}
 }
@@ -198,6 +230,9 @@ func (h *Host) drain() error {
 				Locality: p.Flags&wire.PushLocality != 0, Length: p.Length}
 			if len(p.Transfer) > 0 {
 				t.Transfer = append([]int64(nil), p.Transfer...)
+			}
+			if len(p.Exec) > 0 && h.rings != nil {
+				t.exec = append([]byte(nil), p.Exec...)
 			}
 			h.policy.Push(t)
 		case wire.TypeDone:
@@ -320,9 +355,10 @@ func (h *Host) depth(w int) int {
 	return min(max(n, h.minDepth), h.maxDepth)
 }
 
+// offer hands every worker with room in its queue the tasks the policy pops
+// for it, and returns how many went to the core as plain Assigns.
 func (h *Host) offer() (int, error) {
-	sent := 0
-	alive := func() bool { return !h.stop.Load() }
+	assigned := 0
 	for {
 		progress := false
 		for i := range h.workers {
@@ -334,19 +370,48 @@ func (h *Host) offer() (int, error) {
 			if t == nil {
 				continue
 			}
-			b, err := h.decisions.ReserveWait(wire.AssignSize, alive)
+			posted, err := h.assign(id, t)
 			if err != nil {
-				return sent, fmt.Errorf("decisions ring: %w", err)
+				return assigned, err
 			}
-			a := wire.Assign{Worker: int32(id), ID: t.ID}
-			a.Encode(b)
-			h.decisions.Commit()
+			if !posted {
+				assigned++
+			}
 			h.inflight[id]++
-			sent++
 			progress = true
 		}
 		if !progress {
-			return sent, nil
+			return assigned, nil
 		}
 	}
+}
+
+// assign sends the decision to run t on worker id. When the core sent t's
+// Exec and the worker has a scheduler ring with room, the host posts the
+// Exec there itself and the Assign, flagged AssignPosted, only tells the
+// core where t runs; it goes first, so the core knows before t completes.
+func (h *Host) assign(id int, t *Task) (posted bool, err error) {
+	var slot []byte
+	if len(t.exec) > 0 && id < len(h.rings) && h.rings[id] != nil {
+		slot = h.rings[id].ring.Reserve(len(t.exec))
+	}
+	b, err := h.decisions.ReserveWait(wire.AssignSize, func() bool { return !h.stop.Load() })
+	if err != nil {
+		return false, fmt.Errorf("decisions ring: %w", err)
+	}
+	a := wire.Assign{Worker: int32(id), ID: t.ID}
+	if slot != nil {
+		a.Flags = wire.AssignPosted
+	}
+	a.Encode(b)
+	h.decisions.Commit()
+	if slot == nil {
+		return false, nil
+	}
+	wr := h.rings[id]
+	copy(slot, t.exec)
+	wr.ring.Commit()
+	wr.mustRing = true
+	t.exec = nil
+	return true, nil
 }

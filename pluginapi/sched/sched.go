@@ -50,6 +50,10 @@ type Task struct {
 	// Transfer[n] is the predicted time in ns to bring the task's input data
 	// to memory node n (Worker.Node); nil on a machine with one memory node.
 	Transfer []int64
+
+	// exec is the Exec the host posts to a worker's scheduler ring, when
+	// the core sent one.
+	exec []byte
 }
 
 // LengthOn is the predicted execution time of t on w's architecture, or -1.
@@ -114,10 +118,21 @@ type RingRefs struct {
 	Bell, CoreBell uint64
 }
 
+// WorkerRing is a worker's scheduler ring (driver.WorkerSpec.SchedRing):
+// the host posts there the Exec of a task it assigns to the worker when the
+// core sent one with the Push, and rings Bell, the worker's doorbell.
+type WorkerRing struct {
+	Worker int
+	Ring   base.Span
+	Bell   uint64
+}
+
 // InitRequest starts a scheduling session.
 type InitRequest struct {
 	Workers []Worker
 	Rings   RingRefs
+	// WorkerRings are the scheduler rings of the workers that have one.
+	WorkerRings []WorkerRing
 	// QueueDepth bounds the tasks handed to one worker and not yet
 	// completed. When MaxQueueDepth is larger, the bound adapts per worker
 	// between the two so that about QueuedWork of predicted work waits in

@@ -44,8 +44,9 @@ func exercise(t *testing.T, s Scheduler, rec *recSched, remote bool) {
 			Bell:      5,
 			CoreBell:  6,
 		},
-		QueueDepth: 4,
-		SpinIters:  -1,
+		QueueDepth:  4,
+		SpinIters:   -1,
+		WorkerRings: []WorkerRing{{Worker: 7, Ring: base.Span{Offset: 8, Size: 9}, Bell: 10}},
 	}
 	if err := s.Init(ctx, req); err != nil || !reflect.DeepEqual(rec.init, req) {
 		t.Fatalf("Init: %v; scheduler got %+v", err, rec.init)

@@ -8,6 +8,10 @@
 // acknowledgement that the policy has applied a change of workers.
 // Dispatch ring (core to worker): Exec, and for workers on a device memory
 // node Alloc, Free and Copy.
+// Scheduler ring (scheduler to worker, RAM workers whose driver reads it):
+// Exec only. A Push flagged PushExec ends with the task's Exec, which the
+// scheduler posts there itself instead of sending the core an Assign to
+// dispatch: one ring crossing less per dependency hop.
 // Completion ring (worker to core): Completion, for Exec, Alloc and Copy.
 //
 // A worker handles its dispatch ring in order as far as the data goes: an
@@ -45,7 +49,7 @@ const (
 	PushHeaderSize = 64
 	TransferSize   = 8
 	DoneSize       = 24
-	AssignSize     = 16
+	AssignSize     = 24
 	ExecHeaderSize = 24
 	BufferDescSize = 56
 	CompletionSize = 40
@@ -72,6 +76,16 @@ const (
 	// PushLocality is StarPU's LOCALITY hint: the task prefers the worker
 	// that holds its data.
 	PushLocality uint32 = 1 << 0
+	// PushExec: the message ends with the task's Exec message, the same for
+	// every worker the task may run on that has a scheduler ring.
+	PushExec uint32 = 1 << 1
+)
+
+// Assign flags.
+const (
+	// AssignPosted: the scheduler posted the task's Exec to the worker's
+	// scheduler ring itself; the core only records where the task runs.
+	AssignPosted uint32 = 1 << 0
 )
 
 // ErrShort reports a message shorter than its type requires.
@@ -102,12 +116,16 @@ type Push struct {
 	// to memory node n; empty when the machine has a single node. It
 	// aliases the message after Decode.
 	Transfer []int64
+	// Exec is the task's Exec message when Flags has PushExec; it aliases
+	// the message after Decode. (The core encodes it in place after the
+	// Push instead.)
+	Exec []byte
 }
 
 // PushLen is the size of a Push with predictions for nnodes memory nodes.
 func PushLen(nnodes int) int { return PushHeaderSize + nnodes*TransferSize }
 
-// Encode writes p into b (PushLen(len(p.Transfer)) bytes).
+// Encode writes p into b (PushLen(len(p.Transfer)) + len(p.Exec) bytes).
 func (p *Push) Encode(b []byte) {
 	_ = b[PushHeaderSize-1]
 	le.PutUint32(b[0:], TypePush)
@@ -126,6 +144,7 @@ func (p *Push) Encode(b []byte) {
 	for i, t := range p.Transfer {
 		le.PutUint64(q[8*i:], uint64(t))
 	}
+	copy(b[PushLen(len(p.Transfer)):], p.Exec)
 }
 
 // Decode reads p from b, reusing p.Transfer's storage.
@@ -151,6 +170,19 @@ func (p *Push) Decode(b []byte) error {
 	q := b[PushHeaderSize:]
 	for i := 0; i < n; i++ {
 		p.Transfer = append(p.Transfer, int64(le.Uint64(q[8*i:])))
+	}
+	p.Exec = nil
+	if p.Flags&PushExec != 0 {
+		p.Exec = b[PushLen(n):]
+		if len(p.Exec) < ExecHeaderSize {
+			return fmt.Errorf("wire: push of %d bytes flagged PushExec: %w", len(b), ErrShort)
+		}
+		if t := Type(p.Exec); t != TypeExec {
+			return fmt.Errorf("wire: push flagged PushExec ends with message type %d, not an Exec", t)
+		}
+		if size := ExecSize(int(le.Uint32(p.Exec[16:])), int(le.Uint32(p.Exec[20:]))); len(p.Exec) < size {
+			return fmt.Errorf("wire: push ends with %d bytes of a %d-byte Exec: %w", len(p.Exec), size, ErrShort)
+		}
 	}
 	return nil
 }
@@ -186,6 +218,7 @@ func (d *Done) Decode(b []byte) error {
 type Assign struct {
 	Worker int32
 	ID     uint64
+	Flags  uint32
 }
 
 // Encode writes a into b (AssignSize bytes).
@@ -194,6 +227,8 @@ func (a *Assign) Encode(b []byte) {
 	le.PutUint32(b[0:], TypeAssign)
 	le.PutUint32(b[4:], uint32(a.Worker))
 	le.PutUint64(b[8:], a.ID)
+	le.PutUint32(b[16:], a.Flags)
+	le.PutUint32(b[20:], 0)
 }
 
 // Decode reads a from b.
@@ -203,6 +238,7 @@ func (a *Assign) Decode(b []byte) error {
 	}
 	a.Worker = int32(le.Uint32(b[4:]))
 	a.ID = le.Uint64(b[8:])
+	a.Flags = le.Uint32(b[16:])
 	return nil
 }
 

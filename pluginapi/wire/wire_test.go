@@ -19,6 +19,8 @@ func TestRoundTrip(t *testing.T) {
 	}}
 	push := Push{ID: 1 << 50, Priority: -3, ArchMask: 5, Worker: -1, ReleasedBy: 2, Codelet: 9, Flags: PushLocality,
 		Length: [NumArch]int64{100, -1, 7}, Transfer: []int64{0, 1234}}
+	execBytes := make([]byte, ExecSize(2, 3))
+	exec.Encode(execBytes)
 	cp := Copy{ID: 11, SrcNode: 0, DstNode: 1, SrcBuffer: 4096, DstBuffer: 17, Ranges: []CopyRange{{0, 0, 10}, {20, 10, 5}}}
 	for _, tc := range []struct {
 		name string
@@ -28,8 +30,10 @@ func TestRoundTrip(t *testing.T) {
 	}{
 		{"push", &push, PushLen(2), &Push{}},
 		{"push/no nodes", &Push{ID: 2, Length: [NumArch]int64{-1, -1, -1}}, PushLen(0), &Push{}},
+		{"push/exec", &Push{ID: 3, Flags: PushExec, Transfer: []int64{5}, Exec: execBytes}, PushLen(1) + len(execBytes), &Push{}},
 		{"done", &Done{Worker: 3, ID: 4, DurationNs: 5}, DoneSize, &Done{}},
 		{"assign", &Assign{Worker: 1, ID: 2}, AssignSize, &Assign{}},
+		{"assign/posted", &Assign{Worker: 1, ID: 2, Flags: AssignPosted}, AssignSize, &Assign{}},
 		{"exec", &exec, ExecSize(2, 3), &Exec{}},
 		{"completion", &Completion{ID: 5, Failed: true, StartNs: 1, EndNs: 2, Err: []byte("boom")}, CompletionLen(4), &Completion{}},
 		{"alloc", &Alloc{ID: 8, Node: 1, Buffer: 9, Size: 1 << 33}, AllocSize, &Alloc{}},

@@ -177,7 +177,10 @@ type FingerprintResponse struct {
 	Nodes   []*MemoryNode `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Kernels []string      `protobuf:"bytes,4,rep,name=kernels,proto3" json:"kernels,omitempty"`
 	// note says why the driver found no unit, when it found none.
-	Note          string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	// sched_ring: the driver's workers on the RAM node read
+	// WorkerSpec.sched_ring.
+	SchedRing     bool `protobuf:"varint,6,opt,name=sched_ring,json=schedRing,proto3" json:"sched_ring,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -247,6 +250,13 @@ func (x *FingerprintResponse) GetNote() string {
 	return ""
 }
 
+func (x *FingerprintResponse) GetSchedRing() bool {
+	if x != nil {
+		return x.SchedRing
+	}
+	return false
+}
+
 // WorkerSpec mirrors driver.WorkerSpec.
 type WorkerSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -256,6 +266,7 @@ type WorkerSpec struct {
 	Completion    *proto.Span            `protobuf:"bytes,4,opt,name=completion,proto3" json:"completion,omitempty"`
 	Bell          uint64                 `protobuf:"varint,5,opt,name=bell,proto3" json:"bell,omitempty"`
 	CoreBell      uint64                 `protobuf:"varint,6,opt,name=core_bell,json=coreBell,proto3" json:"core_bell,omitempty"`
+	SchedRing     *proto.Span            `protobuf:"bytes,7,opt,name=sched_ring,json=schedRing,proto3" json:"sched_ring,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -330,6 +341,13 @@ func (x *WorkerSpec) GetCoreBell() uint64 {
 		return x.CoreBell
 	}
 	return 0
+}
+
+func (x *WorkerSpec) GetSchedRing() *proto.Span {
+	if x != nil {
+		return x.SchedRing
+	}
+	return nil
 }
 
 // InitRequest mirrors driver.InitRequest.
@@ -603,13 +621,15 @@ const file_pluginapi_driver_proto_driver_proto_rawDesc = "" +
 	"\n" +
 	"MemoryNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xc3\x01\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xe2\x01\n" +
 	"\x13FingerprintResponse\x12\x12\n" +
 	"\x04arch\x18\x01 \x01(\tR\x04arch\x121\n" +
 	"\x05units\x18\x02 \x03(\v2\x1b.starpu.plugins.driver.UnitR\x05units\x127\n" +
 	"\x05nodes\x18\x03 \x03(\v2!.starpu.plugins.driver.MemoryNodeR\x05nodes\x12\x18\n" +
 	"\akernels\x18\x04 \x03(\tR\akernels\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\tR\x04note\"\xd3\x01\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\x12\x1d\n" +
+	"\n" +
+	"sched_ring\x18\x06 \x01(\bR\tschedRing\"\x8d\x02\n" +
 	"\n" +
 	"WorkerSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
@@ -619,7 +639,9 @@ const file_pluginapi_driver_proto_driver_proto_rawDesc = "" +
 	"completion\x18\x04 \x01(\v2\x19.starpu.plugins.base.SpanR\n" +
 	"completion\x12\x12\n" +
 	"\x04bell\x18\x05 \x01(\x04R\x04bell\x12\x1b\n" +
-	"\tcore_bell\x18\x06 \x01(\x04R\bcoreBell\"i\n" +
+	"\tcore_bell\x18\x06 \x01(\x04R\bcoreBell\x128\n" +
+	"\n" +
+	"sched_ring\x18\a \x01(\v2\x19.starpu.plugins.base.SpanR\tschedRing\"i\n" +
 	"\vInitRequest\x12;\n" +
 	"\aworkers\x18\x01 \x03(\v2!.starpu.plugins.driver.WorkerSpecR\aworkers\x12\x1d\n" +
 	"\n" +
@@ -671,20 +693,21 @@ var file_pluginapi_driver_proto_driver_proto_depIdxs = []int32{
 	2,  // 1: starpu.plugins.driver.FingerprintResponse.nodes:type_name -> starpu.plugins.driver.MemoryNode
 	11, // 2: starpu.plugins.driver.WorkerSpec.dispatch:type_name -> starpu.plugins.base.Span
 	11, // 3: starpu.plugins.driver.WorkerSpec.completion:type_name -> starpu.plugins.base.Span
-	4,  // 4: starpu.plugins.driver.InitRequest.workers:type_name -> starpu.plugins.driver.WorkerSpec
-	0,  // 5: starpu.plugins.driver.Driver.Fingerprint:input_type -> starpu.plugins.driver.FingerprintRequest
-	5,  // 6: starpu.plugins.driver.Driver.Init:input_type -> starpu.plugins.driver.InitRequest
-	7,  // 7: starpu.plugins.driver.Driver.Deinit:input_type -> starpu.plugins.driver.DeinitRequest
-	9,  // 8: starpu.plugins.driver.Driver.LoadKernel:input_type -> starpu.plugins.driver.LoadKernelRequest
-	3,  // 9: starpu.plugins.driver.Driver.Fingerprint:output_type -> starpu.plugins.driver.FingerprintResponse
-	6,  // 10: starpu.plugins.driver.Driver.Init:output_type -> starpu.plugins.driver.InitResponse
-	8,  // 11: starpu.plugins.driver.Driver.Deinit:output_type -> starpu.plugins.driver.DeinitResponse
-	10, // 12: starpu.plugins.driver.Driver.LoadKernel:output_type -> starpu.plugins.driver.LoadKernelResponse
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	11, // 4: starpu.plugins.driver.WorkerSpec.sched_ring:type_name -> starpu.plugins.base.Span
+	4,  // 5: starpu.plugins.driver.InitRequest.workers:type_name -> starpu.plugins.driver.WorkerSpec
+	0,  // 6: starpu.plugins.driver.Driver.Fingerprint:input_type -> starpu.plugins.driver.FingerprintRequest
+	5,  // 7: starpu.plugins.driver.Driver.Init:input_type -> starpu.plugins.driver.InitRequest
+	7,  // 8: starpu.plugins.driver.Driver.Deinit:input_type -> starpu.plugins.driver.DeinitRequest
+	9,  // 9: starpu.plugins.driver.Driver.LoadKernel:input_type -> starpu.plugins.driver.LoadKernelRequest
+	3,  // 10: starpu.plugins.driver.Driver.Fingerprint:output_type -> starpu.plugins.driver.FingerprintResponse
+	6,  // 11: starpu.plugins.driver.Driver.Init:output_type -> starpu.plugins.driver.InitResponse
+	8,  // 12: starpu.plugins.driver.Driver.Deinit:output_type -> starpu.plugins.driver.DeinitResponse
+	10, // 13: starpu.plugins.driver.Driver.LoadKernel:output_type -> starpu.plugins.driver.LoadKernelResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_pluginapi_driver_proto_driver_proto_init() }

@@ -157,6 +157,67 @@ func (x *RingRefs) GetCoreBell() uint64 {
 	return 0
 }
 
+// WorkerRing mirrors sched.WorkerRing.
+type WorkerRing struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Worker        int64                  `protobuf:"varint,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	Ring          *proto.Span            `protobuf:"bytes,2,opt,name=ring,proto3" json:"ring,omitempty"`
+	Bell          uint64                 `protobuf:"varint,3,opt,name=bell,proto3" json:"bell,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerRing) Reset() {
+	*x = WorkerRing{}
+	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerRing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerRing) ProtoMessage() {}
+
+func (x *WorkerRing) ProtoReflect() protoreflect.Message {
+	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerRing.ProtoReflect.Descriptor instead.
+func (*WorkerRing) Descriptor() ([]byte, []int) {
+	return file_pluginapi_sched_proto_sched_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WorkerRing) GetWorker() int64 {
+	if x != nil {
+		return x.Worker
+	}
+	return 0
+}
+
+func (x *WorkerRing) GetRing() *proto.Span {
+	if x != nil {
+		return x.Ring
+	}
+	return nil
+}
+
+func (x *WorkerRing) GetBell() uint64 {
+	if x != nil {
+		return x.Bell
+	}
+	return 0
+}
+
 // InitRequest mirrors sched.InitRequest.
 type InitRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -166,14 +227,15 @@ type InitRequest struct {
 	SpinIters     int64                  `protobuf:"varint,4,opt,name=spin_iters,json=spinIters,proto3" json:"spin_iters,omitempty"`
 	MaxQueueDepth int64                  `protobuf:"varint,5,opt,name=max_queue_depth,json=maxQueueDepth,proto3" json:"max_queue_depth,omitempty"`
 	// queued_work_ns is QueuedWork (a time.Duration) in nanoseconds.
-	QueuedWorkNs  int64 `protobuf:"varint,6,opt,name=queued_work_ns,json=queuedWorkNs,proto3" json:"queued_work_ns,omitempty"`
+	QueuedWorkNs  int64         `protobuf:"varint,6,opt,name=queued_work_ns,json=queuedWorkNs,proto3" json:"queued_work_ns,omitempty"`
+	WorkerRings   []*WorkerRing `protobuf:"bytes,7,rep,name=worker_rings,json=workerRings,proto3" json:"worker_rings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[2]
+	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -185,7 +247,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[2]
+	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -198,7 +260,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_pluginapi_sched_proto_sched_proto_rawDescGZIP(), []int{2}
+	return file_pluginapi_sched_proto_sched_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *InitRequest) GetWorkers() []*Worker {
@@ -243,6 +305,13 @@ func (x *InitRequest) GetQueuedWorkNs() int64 {
 	return 0
 }
 
+func (x *InitRequest) GetWorkerRings() []*WorkerRing {
+	if x != nil {
+		return x.WorkerRings
+	}
+	return nil
+}
+
 type InitResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -251,7 +320,7 @@ type InitResponse struct {
 
 func (x *InitResponse) Reset() {
 	*x = InitResponse{}
-	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[3]
+	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -263,7 +332,7 @@ func (x *InitResponse) String() string {
 func (*InitResponse) ProtoMessage() {}
 
 func (x *InitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[3]
+	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -276,7 +345,7 @@ func (x *InitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitResponse.ProtoReflect.Descriptor instead.
 func (*InitResponse) Descriptor() ([]byte, []int) {
-	return file_pluginapi_sched_proto_sched_proto_rawDescGZIP(), []int{3}
+	return file_pluginapi_sched_proto_sched_proto_rawDescGZIP(), []int{4}
 }
 
 type DeinitRequest struct {
@@ -287,7 +356,7 @@ type DeinitRequest struct {
 
 func (x *DeinitRequest) Reset() {
 	*x = DeinitRequest{}
-	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[4]
+	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +368,7 @@ func (x *DeinitRequest) String() string {
 func (*DeinitRequest) ProtoMessage() {}
 
 func (x *DeinitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[4]
+	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +381,7 @@ func (x *DeinitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeinitRequest.ProtoReflect.Descriptor instead.
 func (*DeinitRequest) Descriptor() ([]byte, []int) {
-	return file_pluginapi_sched_proto_sched_proto_rawDescGZIP(), []int{4}
+	return file_pluginapi_sched_proto_sched_proto_rawDescGZIP(), []int{5}
 }
 
 type DeinitResponse struct {
@@ -323,7 +392,7 @@ type DeinitResponse struct {
 
 func (x *DeinitResponse) Reset() {
 	*x = DeinitResponse{}
-	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[5]
+	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +404,7 @@ func (x *DeinitResponse) String() string {
 func (*DeinitResponse) ProtoMessage() {}
 
 func (x *DeinitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[5]
+	mi := &file_pluginapi_sched_proto_sched_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +417,7 @@ func (x *DeinitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeinitResponse.ProtoReflect.Descriptor instead.
 func (*DeinitResponse) Descriptor() ([]byte, []int) {
-	return file_pluginapi_sched_proto_sched_proto_rawDescGZIP(), []int{5}
+	return file_pluginapi_sched_proto_sched_proto_rawDescGZIP(), []int{6}
 }
 
 var File_pluginapi_sched_proto_sched_proto protoreflect.FileDescriptor
@@ -364,7 +433,12 @@ const file_pluginapi_sched_proto_sched_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x01(\v2\x19.starpu.plugins.base.SpanR\x06events\x127\n" +
 	"\tdecisions\x18\x02 \x01(\v2\x19.starpu.plugins.base.SpanR\tdecisions\x12\x12\n" +
 	"\x04bell\x18\x03 \x01(\x04R\x04bell\x12\x1b\n" +
-	"\tcore_bell\x18\x04 \x01(\x04R\bcoreBell\"\x89\x02\n" +
+	"\tcore_bell\x18\x04 \x01(\x04R\bcoreBell\"g\n" +
+	"\n" +
+	"WorkerRing\x12\x16\n" +
+	"\x06worker\x18\x01 \x01(\x03R\x06worker\x12-\n" +
+	"\x04ring\x18\x02 \x01(\v2\x19.starpu.plugins.base.SpanR\x04ring\x12\x12\n" +
+	"\x04bell\x18\x03 \x01(\x04R\x04bell\"\xce\x02\n" +
 	"\vInitRequest\x126\n" +
 	"\aworkers\x18\x01 \x03(\v2\x1c.starpu.plugins.sched.WorkerR\aworkers\x124\n" +
 	"\x05rings\x18\x02 \x01(\v2\x1e.starpu.plugins.sched.RingRefsR\x05rings\x12\x1f\n" +
@@ -373,7 +447,8 @@ const file_pluginapi_sched_proto_sched_proto_rawDesc = "" +
 	"\n" +
 	"spin_iters\x18\x04 \x01(\x03R\tspinIters\x12&\n" +
 	"\x0fmax_queue_depth\x18\x05 \x01(\x03R\rmaxQueueDepth\x12$\n" +
-	"\x0equeued_work_ns\x18\x06 \x01(\x03R\fqueuedWorkNs\"\x0e\n" +
+	"\x0equeued_work_ns\x18\x06 \x01(\x03R\fqueuedWorkNs\x12C\n" +
+	"\fworker_rings\x18\a \x03(\v2 .starpu.plugins.sched.WorkerRingR\vworkerRings\"\x0e\n" +
 	"\fInitResponse\"\x0f\n" +
 	"\rDeinitRequest\"\x10\n" +
 	"\x0eDeinitResponse2\xaf\x01\n" +
@@ -393,30 +468,33 @@ func file_pluginapi_sched_proto_sched_proto_rawDescGZIP() []byte {
 	return file_pluginapi_sched_proto_sched_proto_rawDescData
 }
 
-var file_pluginapi_sched_proto_sched_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_pluginapi_sched_proto_sched_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_pluginapi_sched_proto_sched_proto_goTypes = []any{
 	(*Worker)(nil),         // 0: starpu.plugins.sched.Worker
 	(*RingRefs)(nil),       // 1: starpu.plugins.sched.RingRefs
-	(*InitRequest)(nil),    // 2: starpu.plugins.sched.InitRequest
-	(*InitResponse)(nil),   // 3: starpu.plugins.sched.InitResponse
-	(*DeinitRequest)(nil),  // 4: starpu.plugins.sched.DeinitRequest
-	(*DeinitResponse)(nil), // 5: starpu.plugins.sched.DeinitResponse
-	(*proto.Span)(nil),     // 6: starpu.plugins.base.Span
+	(*WorkerRing)(nil),     // 2: starpu.plugins.sched.WorkerRing
+	(*InitRequest)(nil),    // 3: starpu.plugins.sched.InitRequest
+	(*InitResponse)(nil),   // 4: starpu.plugins.sched.InitResponse
+	(*DeinitRequest)(nil),  // 5: starpu.plugins.sched.DeinitRequest
+	(*DeinitResponse)(nil), // 6: starpu.plugins.sched.DeinitResponse
+	(*proto.Span)(nil),     // 7: starpu.plugins.base.Span
 }
 var file_pluginapi_sched_proto_sched_proto_depIdxs = []int32{
-	6, // 0: starpu.plugins.sched.RingRefs.events:type_name -> starpu.plugins.base.Span
-	6, // 1: starpu.plugins.sched.RingRefs.decisions:type_name -> starpu.plugins.base.Span
-	0, // 2: starpu.plugins.sched.InitRequest.workers:type_name -> starpu.plugins.sched.Worker
-	1, // 3: starpu.plugins.sched.InitRequest.rings:type_name -> starpu.plugins.sched.RingRefs
-	2, // 4: starpu.plugins.sched.Scheduler.Init:input_type -> starpu.plugins.sched.InitRequest
-	4, // 5: starpu.plugins.sched.Scheduler.Deinit:input_type -> starpu.plugins.sched.DeinitRequest
-	3, // 6: starpu.plugins.sched.Scheduler.Init:output_type -> starpu.plugins.sched.InitResponse
-	5, // 7: starpu.plugins.sched.Scheduler.Deinit:output_type -> starpu.plugins.sched.DeinitResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	7, // 0: starpu.plugins.sched.RingRefs.events:type_name -> starpu.plugins.base.Span
+	7, // 1: starpu.plugins.sched.RingRefs.decisions:type_name -> starpu.plugins.base.Span
+	7, // 2: starpu.plugins.sched.WorkerRing.ring:type_name -> starpu.plugins.base.Span
+	0, // 3: starpu.plugins.sched.InitRequest.workers:type_name -> starpu.plugins.sched.Worker
+	1, // 4: starpu.plugins.sched.InitRequest.rings:type_name -> starpu.plugins.sched.RingRefs
+	2, // 5: starpu.plugins.sched.InitRequest.worker_rings:type_name -> starpu.plugins.sched.WorkerRing
+	3, // 6: starpu.plugins.sched.Scheduler.Init:input_type -> starpu.plugins.sched.InitRequest
+	5, // 7: starpu.plugins.sched.Scheduler.Deinit:input_type -> starpu.plugins.sched.DeinitRequest
+	4, // 8: starpu.plugins.sched.Scheduler.Init:output_type -> starpu.plugins.sched.InitResponse
+	6, // 9: starpu.plugins.sched.Scheduler.Deinit:output_type -> starpu.plugins.sched.DeinitResponse
+	8, // [8:10] is the sub-list for method output_type
+	6, // [6:8] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_pluginapi_sched_proto_sched_proto_init() }
@@ -430,7 +508,7 @@ func file_pluginapi_sched_proto_sched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pluginapi_sched_proto_sched_proto_rawDesc), len(file_pluginapi_sched_proto_sched_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

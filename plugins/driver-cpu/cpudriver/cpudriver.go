@@ -128,7 +128,7 @@ func (d *Driver) SetConfig(ctx context.Context, cfg base.Config) error {
 
 // Fingerprint implements driver.Driver: one unit per core, all on the RAM node.
 func (d *Driver) Fingerprint(context.Context) (*driver.Fingerprint, error) {
-	fp := &driver.Fingerprint{Arch: driver.CPU}
+	fp := &driver.Fingerprint{Arch: driver.CPU, SchedRing: true}
 	for i := 0; i < d.units; i++ {
 		name := fmt.Sprintf("CPU %d", i)
 		if d.model != "" {
@@ -194,6 +194,7 @@ func (d *Driver) LoadKernel(_ context.Context, k driver.KernelSource) (int, erro
 type worker struct {
 	spec       driver.WorkerSpec
 	dispatch   *shm.Ring
+	schedRing  *shm.Ring // nil when the core gave none
 	completion *shm.Ring
 	bell       *shm.Bell
 	coreBell   *shm.Bell
@@ -219,6 +220,15 @@ func (d *Driver) newWorker(spec driver.WorkerSpec, spin int) (*worker, error) {
 	if w.completion, err = shm.OpenRing(cm); err != nil {
 		return nil, fmt.Errorf("completion ring: %w", err)
 	}
+	if spec.SchedRing.Size > 0 {
+		sm, err := d.arena.BytesChecked(spec.SchedRing)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler ring: %w", err)
+		}
+		if w.schedRing, err = shm.OpenRing(sm); err != nil {
+			return nil, fmt.Errorf("scheduler ring: %w", err)
+		}
+	}
 	return w, nil
 }
 
@@ -232,7 +242,9 @@ func (d *Driver) run(w *worker) {
 	if d.bind {
 		d.bindThread(w.spec.Unit)
 	}
-	ready := func() bool { return !w.dispatch.Empty() || d.stop.Load() }
+	ready := func() bool {
+		return !w.dispatch.Empty() || (w.schedRing != nil && !w.schedRing.Empty()) || d.stop.Load()
+	}
 	for !d.stop.Load() {
 		if !w.bell.Wait(ready, w.spin, 200*time.Millisecond) {
 			continue
@@ -244,12 +256,23 @@ func (d *Driver) run(w *worker) {
 	}
 }
 
-// runOnce executes every task waiting on the worker's dispatch ring.
+// runOnce executes every task waiting on the worker's rings: the core's
+// dispatch ring, then the scheduler's.
 func (d *Driver) runOnce(w *worker) error {
+	if err := d.runRing(w, w.dispatch, "dispatch ring"); err != nil {
+		return err
+	}
+	if w.schedRing != nil {
+		return d.runRing(w, w.schedRing, "scheduler ring")
+	}
+	return nil
+}
+
+func (d *Driver) runRing(w *worker, r *shm.Ring, name string) error {
 	alive := func() bool { return !d.stop.Load() }
-	for msg := w.dispatch.Peek(); msg != nil; msg = w.dispatch.Peek() {
+	for msg := r.Peek(); msg != nil; msg = r.Peek() {
 		if t := wire.Type(msg); t != wire.TypeExec {
-			return fmt.Errorf("dispatch ring: unexpected message type %d", t)
+			return fmt.Errorf("%s: unexpected message type %d", name, t)
 		}
 		if err := w.exec.Decode(msg); err != nil {
 			return err
@@ -260,7 +283,7 @@ func (d *Driver) runOnce(w *worker) error {
 			c.Err = []byte(err.Error())
 		}
 		c.EndNs = wire.Now()
-		w.dispatch.Release()
+		r.Release()
 		b, err := w.completion.ReserveWait(wire.CompletionLen(len(c.Err)), alive)
 		if err != nil {
 			return fmt.Errorf("completion ring: %w", err)
