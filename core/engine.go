@@ -34,7 +34,7 @@ const (
 	livenessCheckEvery = 50 * time.Millisecond
 	// queuedWork is how much predicted work the scheduler keeps queued on
 	// each worker: enough to cover a decision's trip across the processes.
-	queuedWork = 100 * time.Microsecond
+	queuedWork = 1000 * time.Microsecond
 )
 
 func controlBytes(workers int) uint64 {

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 )
 
@@ -59,5 +61,19 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("truncated message: error %v, want ErrShort", err)
 			}
 		})
+	}
+}
+
+// Now reads CLOCK_MONOTONIC itself, the clock other processes read: it must
+// agree with the system call.
+func TestNowIsClockMonotonic(t *testing.T) {
+	var ts unix.Timespec
+	before := Now()
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	after := Now()
+	if sys := ts.Nano(); sys < before || sys > after {
+		t.Fatalf("CLOCK_MONOTONIC %d outside Now's [%d, %d]", sys, before, after)
 	}
 }
