@@ -173,8 +173,9 @@ type codeletInfo struct {
 
 // workerStat counts a codelet's executions on one worker.
 type workerStat struct {
-	n, ns atomic.Int64
-	flops atomic.Uint64 // float64 bits
+	n, ns  atomic.Int64
+	posted atomic.Int64
+	flops  atomic.Uint64 // float64 bits
 }
 
 func (cl *Codelet) nbuffers() int {

@@ -404,7 +404,7 @@ func (e *engine) posted(c *Context, wid int, id uint64) {
 		return
 	}
 	w := e.rt.workers[wid]
-	j.worker = int32(wid)
+	j.worker, j.posted = int32(wid), true
 	if w.drv.dead.Load() {
 		e.fail(j, wid, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, wid, j.name()))
 		return
@@ -592,7 +592,7 @@ func (e *engine) drainCompletions() {
 				continue
 			}
 			if j.worker < 0 { // posted by the scheduler, echo not read yet
-				j.worker = int32(w.id)
+				j.worker, j.posted = int32(w.id), true
 				e.rt.assign(j, w)
 			}
 			j.start, j.end = c.StartNs, c.EndNs

@@ -128,13 +128,16 @@ func (rt *Runtime) monoTime(ns int64) time.Time {
 }
 
 // note counts one execution on worker w.
-func (ci *codeletInfo) note(w int, ns int64, flops float64) {
+func (ci *codeletInfo) note(w int, ns int64, flops float64, posted bool) {
 	if w >= len(ci.stats) {
 		return
 	}
 	s := &ci.stats[w]
 	s.n.Add(1)
 	s.ns.Add(ns)
+	if posted {
+		s.posted.Add(1)
+	}
 	if flops != 0 {
 		for {
 			old := s.flops.Load()
@@ -159,6 +162,10 @@ type WorkerStats struct {
 	Tasks  int64
 	Total  time.Duration
 	Flops  float64
+	// Posted counts the tasks the scheduler posted straight to the
+	// worker's scheduler ring, without the core's dispatch (RAM-only
+	// tasks of the global context on a driver that reads such a ring).
+	Posted int64
 }
 
 // Mean is the mean execution time.
@@ -207,7 +214,7 @@ func (rt *Runtime) CodeletStats(cl *Codelet) (CodeletStats, error) {
 	for w := range ci.stats {
 		st := &ci.stats[w]
 		s.Workers = append(s.Workers, WorkerStats{Worker: w, Arch: rt.workers[w].drv.fp.Arch, Tasks: st.n.Load(),
-			Total: time.Duration(st.ns.Load()), Flops: math.Float64frombits(st.flops.Load())})
+			Total: time.Duration(st.ns.Load()), Flops: math.Float64frombits(st.flops.Load()), Posted: st.posted.Load()})
 	}
 	return s, nil
 }

@@ -197,6 +197,7 @@ type job struct {
 
 	err    error
 	worker int32
+	posted bool // by the scheduler, to the worker's scheduler ring
 	start  int64
 	end    int64
 
@@ -750,7 +751,7 @@ func (rt *Runtime) executed(j *job, worker int32, err error) {
 		return
 	}
 	if worker >= 0 && j.cl != nil {
-		j.cl.note(int(worker), j.end-j.start, j.task.Flops)
+		j.cl.note(int(worker), j.end-j.start, j.task.Flops, j.posted)
 	}
 	if j.task.WorkerOrder != 0 && j.pinned >= 0 {
 		rt.orderDone(j)

@@ -1,0 +1,214 @@
+package sched
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+	"github.com/starpu-go/starpu/pluginapi/wire"
+)
+
+// pinned runs every task on the worker it names, in push order.
+type pinned struct{ queues map[int][]*Task }
+
+func (p *pinned) Init([]Worker) error         { p.queues = map[int][]*Task{}; return nil }
+func (p *pinned) AddWorkers([]Worker)         {}
+func (p *pinned) RemoveWorkers([]int)         {}
+func (p *pinned) Push(t *Task)                { p.queues[int(t.Worker)] = append(p.queues[int(t.Worker)], t) }
+func (p *pinned) PostExec(int, uint64, int64) {}
+func (p *pinned) Deinit()                     {}
+func (p *pinned) Pop(id int) *Task {
+	q := p.queues[id]
+	if len(q) == 0 {
+		return nil
+	}
+	p.queues[id] = q[1:]
+	return q[0]
+}
+
+// hostRings is the core's and the workers' side of a Host under test.
+type hostRings struct {
+	events, decisions *shm.Ring
+	bell, coreBell    *shm.Bell
+	workerRings       map[int]*shm.Ring
+}
+
+func startTestHost(t *testing.T, workers []Worker, ringed map[int]uint64, depth int) (*Host, *hostRings) {
+	t.Helper()
+	a, err := shm.Create(16<<20, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	ring := func(capacity uint64) (*shm.Ring, base.Span) {
+		s, err := a.Carve(shm.RingBytes(capacity), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := shm.InitRing(a.Bytes(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, s
+	}
+	bell := func() (*shm.Bell, uint64) {
+		s, err := a.Carve(shm.BellSize, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Bell(s.Offset), s.Offset
+	}
+	hr := &hostRings{workerRings: map[int]*shm.Ring{}}
+	req := &InitRequest{Workers: workers, QueueDepth: depth, SpinIters: 10}
+	hr.events, req.Rings.Events = ring(1 << 16)
+	hr.decisions, req.Rings.Decisions = ring(1 << 16)
+	hr.bell, req.Rings.Bell = bell()
+	hr.coreBell, req.Rings.CoreBell = bell()
+	for id, capacity := range ringed {
+		r, s := ring(capacity)
+		_, b := bell()
+		hr.workerRings[id] = r
+		req.WorkerRings = append(req.WorkerRings, WorkerRing{Worker: id, Ring: s, Bell: b})
+	}
+	h := NewHost(a, &pinned{}, base.Info{Name: "pinned"})
+	if err := h.Init(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Deinit(t.Context()) })
+	return h, hr
+}
+
+// execFor is the Exec the core would send with task id.
+func execFor(id uint64) []byte {
+	e := wire.Exec{ID: id, Kernel: 3, Arg: []byte{byte(id)}, Buffers: []wire.BufferDesc{
+		{Offset: 4096 * id, Mode: kernel.RW, Layout: kernel.Layout{Interface: kernel.Vector, ElemSize: 4, NX: id}}}}
+	b := make([]byte, wire.ExecSize(1, 1))
+	e.Encode(b)
+	return b
+}
+
+func (hr *hostRings) push(t *testing.T, id uint64, worker int32, withExec bool) {
+	t.Helper()
+	p := wire.Push{ID: id, Worker: worker, ReleasedBy: -1, ArchMask: driver.ArchBit(driver.CPU), Length: [wire.NumArch]int64{-1, -1, -1}}
+	if withExec {
+		p.Flags, p.Exec = wire.PushExec, execFor(id)
+	}
+	b := hr.events.Reserve(wire.PushLen(0) + len(p.Exec))
+	if b == nil {
+		t.Fatal("events ring full")
+	}
+	p.Encode(b)
+	hr.events.Commit()
+	hr.bell.Ring()
+}
+
+// decisions reads n assignments.
+func (hr *hostRings) decisionsN(t *testing.T, n int) []wire.Assign {
+	t.Helper()
+	var out []wire.Assign
+	deadline := time.Now().Add(10 * time.Second)
+	for len(out) < n {
+		msg := hr.decisions.Peek()
+		if msg == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("got %d decisions, want %d", len(out), n)
+			}
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		var a wire.Assign
+		if err := a.Decode(msg); err != nil {
+			t.Fatal(err)
+		}
+		hr.decisions.Release()
+		out = append(out, a)
+	}
+	return out
+}
+
+// The host posts a task's Exec to the worker's scheduler ring, byte for
+// byte, and flags the Assign; it falls back to a plain Assign when the task
+// came without an Exec, the worker has no ring, or the ring has no room.
+func TestHostPostsToSchedulerRings(t *testing.T) {
+	cpu := func(id int) Worker { return Worker{ID: id, Arch: driver.CPU} }
+	// Worker 0 has a ring with room for few Execs; worker 1 has none.
+	_, hr := startTestHost(t, []Worker{cpu(0), cpu(1)}, map[int]uint64{0: 4096}, 64)
+	cases := []struct {
+		id       uint64
+		worker   int32
+		withExec bool
+		posted   bool
+	}{
+		{1, 0, true, true},
+		{2, 0, false, false}, // no Exec sent
+		{3, 1, true, false},  // worker without a ring
+		{4, 0, true, true},
+	}
+	for _, c := range cases {
+		hr.push(t, c.id, c.worker, c.withExec)
+	}
+	byID := map[uint64]wire.Assign{}
+	for _, a := range hr.decisionsN(t, len(cases)) {
+		byID[a.ID] = a
+	}
+	for _, c := range cases {
+		a, ok := byID[c.id]
+		if !ok || a.Worker != c.worker || (a.Flags&wire.AssignPosted != 0) != c.posted {
+			t.Errorf("decision for task %d = %+v (found %v), want worker %d posted=%v", c.id, a, ok, c.worker, c.posted)
+		}
+	}
+	r := hr.workerRings[0]
+	for _, id := range []uint64{1, 4} {
+		msg := r.Peek()
+		if !bytes.Equal(msg, execFor(id)) {
+			t.Fatalf("scheduler ring of worker 0: got %x, want the Exec of task %d", msg, id)
+		}
+		r.Release()
+	}
+	if !r.Empty() {
+		t.Fatal("scheduler ring of worker 0 holds more than the posted tasks")
+	}
+
+	// Fill worker 0's ring without draining it: once full, Assigns are
+	// plain and the core dispatches.
+	const n = 60
+	for id := uint64(10); id < 10+n; id++ {
+		hr.push(t, id, 0, true)
+	}
+	posted, plain := 0, 0
+	for _, a := range hr.decisionsN(t, n) {
+		if a.Flags&wire.AssignPosted != 0 {
+			posted++
+		} else {
+			plain++
+		}
+	}
+	inRing := 0
+	for msg := r.Peek(); msg != nil; msg = r.Peek() {
+		inRing++
+		r.Release()
+	}
+	if plain == 0 || posted != inRing {
+		t.Fatalf("with a full ring: %d posted, %d plain, %d Execs in the ring; want some plain and one Exec per posted", posted, plain, inRing)
+	}
+}
+
+// A scheduler ring for a worker the host does not schedule is an error.
+func TestHostRejectsRingOfUnknownWorker(t *testing.T) {
+	a, err := shm.Create(1<<20, 1<<19)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	h := NewHost(a, &pinned{}, base.Info{Name: "pinned"})
+	err = h.Init(t.Context(), &InitRequest{Workers: []Worker{{ID: 0, Arch: driver.CPU}}, QueueDepth: 1,
+		WorkerRings: []WorkerRing{{Worker: 5}}})
+	if err == nil {
+		h.Deinit(t.Context())
+		t.Fatal("Init accepted a scheduler ring for worker 5, which it does not schedule")
+	}
+}
