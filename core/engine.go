@@ -21,16 +21,16 @@ import (
 // ring may fill when the application submits faster than the policy
 // decides; submit then waits.
 const (
-	maxWorkers         = 128
-	eventsRingCap      = 1 << 20
-	decisionsRingCap   = 1 << 18
-	dispatchRingCap    = 1 << 17
-	completionRingCap  = 1 << 16
-	schedRingCap       = 1 << 17
+	maxWorkers        = 128
+	eventsRingCap     = 1 << 20
+	decisionsRingCap  = 1 << 18
+	dispatchRingCap   = 1 << 17
+	completionRingCap = 1 << 16
+	schedRingCap      = 1 << 17
 	// maxPostedExec bounds the Exec a Push carries for the scheduler to
 	// post: a full queue of them fits in a scheduler ring. Larger tasks
 	// take the core's dispatch.
-	maxPostedExec = schedRingCap / (2 * config.MaxQueueDepth)
+	maxPostedExec      = schedRingCap / (2 * config.MaxQueueDepth)
 	livenessCheckEvery = 50 * time.Millisecond
 	// queuedWork is how much predicted work the scheduler keeps queued on
 	// each worker: enough to cover a decision's trip across the processes.
