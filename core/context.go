@@ -276,7 +276,7 @@ func (rt *Runtime) schedInit(workers []int, rings *ctxRings) *sched.InitRequest 
 	// them it starts with: a worker removed and added back keeps its ring.
 	if rings == rt.global.rings {
 		for _, w := range rt.workers {
-			if w.posted {
+			if w.hasSchedRing() {
 				req.WorkerRings = append(req.WorkerRings, sched.WorkerRing{Worker: w.id, Ring: w.spec.SchedRing, Bell: w.spec.Bell})
 			}
 		}

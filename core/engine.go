@@ -33,7 +33,8 @@ const (
 	maxPostedExec      = schedRingCap / (2 * config.MaxQueueDepth)
 	livenessCheckEvery = 50 * time.Millisecond
 	// queuedWork is how much predicted work the scheduler keeps queued on
-	// each worker: enough to cover a decision's trip across the processes.
+	// each worker: enough to last while the engine and the policy wait for
+	// a core that busy workers hold (docs/design/scheduling.md).
 	queuedWork = 1000 * time.Microsecond
 )
 
@@ -68,9 +69,11 @@ type workerState struct {
 	ctlOverflow []ctlMsg
 	// archKey is the worker's key in the performance models.
 	archKey string
-	// posted: the worker has a scheduler ring (driver.WorkerSpec.SchedRing).
-	posted bool
 }
+
+// hasSchedRing: the policy may post tasks to the worker directly
+// (driver.WorkerSpec.SchedRing).
+func (w *workerState) hasSchedRing() bool { return w.spec.SchedRing.Size > 0 }
 
 // engine moves tasks between the core, the scheduler and the workers: the
 // application's goroutines push ready tasks to the scheduler; one engine
@@ -172,7 +175,7 @@ func (e *engine) addWorker(d *driverInst, unit int) (*workerState, error) {
 		if _, w.spec.SchedRing, err = carveRing(rt.arena, schedRingCap); err != nil {
 			return nil, fmt.Errorf("worker %d scheduler ring: %w", w.id, err)
 		}
-		e.postDriver, w.posted = w.driverIdx, true
+		e.postDriver = w.driverIdx
 	}
 	rt.maxExec = shm.MaxMessage(w.dispatch)
 	rt.workers = append(rt.workers, w)
@@ -399,7 +402,7 @@ func (e *engine) posted(c *Context, wid int, id uint64) {
 	if j == nil {
 		return // completed
 	}
-	if c != e.rt.global || wid < 0 || wid >= len(e.rt.workers) || !e.rt.workers[wid].posted {
+	if c != e.rt.global || wid < 0 || wid >= len(e.rt.workers) || !e.rt.workers[wid].hasSchedRing() {
 		e.fail(j, wid, fmt.Errorf("scheduler says it posted task %q to worker %d, which has no scheduler ring", j.name(), wid))
 		return
 	}
@@ -483,8 +486,8 @@ func (e *engine) encodeExec(b []byte, j *job, k int32, node int) {
 // rings), RAM is the only memory node (nothing to fetch, pin or invalidate
 // at dispatch), j has no per-worker buffers (SCRATCH, REDUX), and the
 // implementation it runs is known before a worker is (not round-robin
-// while calibrating). Called by push, from any goroutine: it reads, and
-// dispatch sets j.impl to the same choice.
+// while calibrating). Called by push, from any goroutine: it only reads;
+// the engine sets j.impl to the same choice once it learns where j runs.
 func (e *engine) postKernel(j *job, c *Context) int32 {
 	rt := e.rt
 	if e.postDriver < 0 || c != rt.global || rt.multiNode || j.sub {

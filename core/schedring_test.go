@@ -1,10 +1,22 @@
 package core_test
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+	"github.com/starpu-go/starpu/pluginapi/wire"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/cpudriver"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/kernels"
 )
 
 // scalChain submits n tasks doubling x (a fresh codelet, so that its
@@ -78,4 +90,89 @@ func TestSchedulerRings(t *testing.T) {
 			t.Fatalf("with a device node: %d tasks, %d posted by the scheduler; want %d and none", tasks, p, n)
 		}
 	})
+}
+
+// liar is a scheduler that says it posted every task to worker 1 itself.
+type liar struct {
+	arena *shm.Arena
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func (l *liar) PluginInfo(context.Context) (*base.Info, error) {
+	return &base.Info{Kind: base.KindScheduler, Name: "liar", APIVersions: []int{base.APIVersion}}, nil
+}
+func (l *liar) ConfigSchema(context.Context) (*base.Schema, error) { return &base.Schema{}, nil }
+func (l *liar) SetConfig(context.Context, base.Config) error       { return nil }
+
+func (l *liar) Init(_ context.Context, req *sched.InitRequest) error {
+	events, err := shm.OpenRing(l.arena.Bytes(req.Rings.Events))
+	if err != nil {
+		return err
+	}
+	decisions, err := shm.OpenRing(l.arena.Bytes(req.Rings.Decisions))
+	if err != nil {
+		return err
+	}
+	bell, coreBell := l.arena.Bell(req.Rings.Bell), l.arena.Bell(req.Rings.CoreBell)
+	l.stop, l.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(l.done)
+		for {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			bell.Wait(func() bool { return !events.Empty() }, 10, 10*time.Millisecond)
+			for msg := events.Peek(); msg != nil; msg = events.Peek() {
+				var p wire.Push
+				if wire.Type(msg) == wire.TypePush && p.Decode(msg) == nil {
+					if b := decisions.Reserve(wire.AssignSize); b != nil {
+						a := wire.Assign{Worker: 1, ID: p.ID, Flags: wire.AssignPosted}
+						a.Encode(b)
+						decisions.Commit()
+						coreBell.Ring()
+					}
+				}
+				events.Release()
+			}
+		}
+	}()
+	return nil
+}
+
+func (l *liar) Deinit(context.Context) error {
+	close(l.stop)
+	<-l.done
+	return nil
+}
+
+// A policy claiming to have posted a task to a worker without a scheduler
+// ring fails that task with an error saying so; nothing hangs.
+func TestPostedToWorkerWithoutRing(t *testing.T) {
+	cfg := testConfig(pluginDir)
+	cfg.NCPU = 1
+	dev := &memDevice{capacity: 1 << 20, bufs: map[uint64][]byte{}}
+	rt := start(t, core.Options{
+		Config: cfg,
+		Drivers: []core.DriverFactory{
+			func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+				return cpudriver.New(a, log, cpudriver.WithKernels(kernels.Library()...)), nil
+			},
+			func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+				dev.arena = a
+				return dev, nil
+			},
+		},
+		Scheduler: func(a *shm.Arena, _ hclog.Logger) (sched.Scheduler, error) { return &liar{arena: a}, nil },
+	})
+	task := &core.Task{Codelet: emptyCL, Synchronous: true}
+	err := rt.Submit(task)
+	if err == nil {
+		err = task.Err()
+	}
+	if err == nil || !strings.Contains(err.Error(), "no scheduler ring") {
+		t.Fatalf("task posted to a worker without a scheduler ring: error %v, want one saying so", err)
+	}
 }
