@@ -81,10 +81,13 @@ type Context struct {
 	// mu serialises the events ring's producers and guards deleted,
 	// workers and seq: a push that finds the context alive writes its Push
 	// before Delete's removal message.
-	mu      sync.Mutex
-	deleted bool
-	workers []int
-	seq     uint64
+	mu sync.Mutex
+	// mustRing: the engine sent events since it last rang the policy's
+	// bell. Engine goroutine only.
+	mustRing bool
+	deleted  bool
+	workers  []int
+	seq      uint64
 
 	// broken holds why the context cannot schedule (its plugin died).
 	broken atomic.Pointer[error]

@@ -257,6 +257,12 @@ func (e *engine) push(j *job, releasedBy int32) {
 		e.rt.complete(j, -1, fmt.Errorf("push task to %s: %w", c, err))
 		return
 	}
+	if releasedBy >= 0 {
+		// On the engine goroutine, releasing a completion's successors:
+		// one ring at the end of the batch (ringHosts).
+		c.mustRing = true
+		return
+	}
 	c.rings.bell.Ring()
 }
 
@@ -319,12 +325,16 @@ func (e *engine) loop() {
 		e.tid.Store(0)
 		close(e.done)
 	}()
+	seq := e.coreBell.Seq()
+	rung := func() bool { return e.coreBell.Seq() != seq || e.ncalls.Load() > 0 || e.stopping.Load() }
 	for !e.stopping.Load() {
-		e.coreBell.Wait(e.hasWork, e.spin, livenessCheckEvery)
+		e.coreBell.Wait(rung, 0, livenessCheckEvery)
+		seq = e.coreBell.Seq()
 		e.runCalls()
 		e.drainDecisions()
 		e.drainCompletions()
 		e.flushOverflow()
+		e.ringHosts()
 		e.ringWorkers()
 		if time.Since(e.lastCheck) >= livenessCheckEvery {
 			e.checkPlugins()
@@ -550,7 +560,17 @@ func (e *engine) sendDone(c *Context, wid int, id uint64, dur int64) {
 		c.rings.events.Commit()
 	}
 	c.mu.Unlock()
-	c.rings.bell.Ring()
+	c.mustRing = true
+}
+
+// ringHosts wakes the policies the engine sent events to in this round.
+func (e *engine) ringHosts() {
+	for _, c := range *e.ctxs.Load() {
+		if c.mustRing {
+			c.mustRing = false
+			c.rings.bell.Ring()
+		}
+	}
 }
 
 // xferDone takes the transfer a completion ends, if it ends one: with RAM

@@ -191,7 +191,7 @@ func (h *Host) loop() {
 	defer close(h.done)
 	ready := func() bool { return !h.events.Empty() || h.stop.Load() }
 	for !h.stop.Load() {
-		if !h.bell.Wait(ready, h.spin, 100*time.Millisecond) {
+		if !h.bell.Wait(ready, 0, 100*time.Millisecond) {
 			continue
 		}
 		if err := h.drain(); err != nil {

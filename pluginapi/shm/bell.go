@@ -94,6 +94,10 @@ func (b *Bell) Ring() {
 	}
 }
 
+// Seq is the number of rings so far, modulo 2^32: a waiter that notes it
+// before looking for work can wait for "rung since" with ready comparing it.
+func (b *Bell) Seq() uint32 { return b.seq.Load() }
+
 // Wait returns true as soon as ready() is true, and false if timeout
 // elapses first (timeout <= 0 waits for ever). It polls ready() spin times
 // first, pausing the CPU between polls and yielding it every 4 polls so

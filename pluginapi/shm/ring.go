@@ -288,6 +288,10 @@ func (r *Ring) Empty() bool {
 	return r.consHead == r.consPos
 }
 
+// Backlog is how many bytes of published messages the consumer has not
+// released yet, the one Peek returned included. Consumer side.
+func (r *Ring) Backlog() uint64 { return r.head.Load() - r.consPos }
+
 // Err is the reason the consumer stopped, if it found the ring corrupt.
 func (r *Ring) Err() error { return r.err }
 

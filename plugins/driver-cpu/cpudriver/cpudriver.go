@@ -44,6 +44,8 @@ type Driver struct {
 	workers []*worker
 	wg      sync.WaitGroup
 	stop    atomic.Bool
+	// savedProcs is GOMAXPROCS before reserveProcs raised it to procs.
+	savedProcs, procs int
 }
 
 // Option configures a Driver.
@@ -165,6 +167,7 @@ func (d *Driver) Init(_ context.Context, req *driver.InitRequest) error {
 	}
 	d.stop.Store(false)
 	d.workers = ws
+	d.reserveProcs(len(ws))
 	for _, w := range ws {
 		d.wg.Add(1)
 		go d.run(w)
@@ -182,7 +185,29 @@ func (d *Driver) Deinit(context.Context) error {
 	}
 	d.wg.Wait()
 	d.workers = nil
+	d.restoreProcs()
 	return nil
+}
+
+// reserveProcs keeps a P idle beside the n worker threads. A worker in a
+// kernel is in a cgo call, which Go counts as a system call; with every P in
+// one, sysmon takes a P back from each long kernel and hands it to a thread
+// it wakes to look for work, which finds none: thousands of useless wake-ups
+// a second, each preempting a worker on a small machine. With a P idle,
+// sysmon leaves calls shorter than 10 ms alone.
+func (d *Driver) reserveProcs(n int) {
+	if cur := runtime.GOMAXPROCS(0); cur < n+1 {
+		d.savedProcs, d.procs = cur, n+1
+		runtime.GOMAXPROCS(n + 1)
+	}
+}
+
+// restoreProcs undoes reserveProcs unless someone changed GOMAXPROCS since.
+func (d *Driver) restoreProcs() {
+	if d.savedProcs > 0 && runtime.GOMAXPROCS(0) == d.procs {
+		runtime.GOMAXPROCS(d.savedProcs)
+	}
+	d.savedProcs = 0
 }
 
 // LoadKernel implements driver.Driver: CPU kernels are Go functions
@@ -199,6 +224,7 @@ type worker struct {
 	bell       *shm.Bell
 	coreBell   *shm.Bell
 	spin       int
+	unrung     int
 	// reused per task, so that run_once allocates nothing
 	exec wire.Exec
 	kctx kernel.Context
@@ -290,7 +316,15 @@ func (d *Driver) runRing(w *worker, r *shm.Ring, name string) error {
 		}
 		c.Encode(b)
 		w.completion.Commit()
-		w.coreBell.Ring()
+		w.unrung++
+		left := w.dispatch.Backlog()
+		if w.schedRing != nil {
+			left += w.schedRing.Backlog()
+		}
+		if uint64(w.unrung)*uint64(len(msg)+8) >= left {
+			w.coreBell.Ring()
+			w.unrung = 0
+		}
 	}
 	return nil
 }
