@@ -110,7 +110,7 @@ type engine struct {
 	// driver's.
 	postDriver int
 
-	spin      int
+	spinner   shm.Spinner
 	started   bool
 	stopping  atomic.Bool
 	done      chan struct{}
@@ -118,7 +118,7 @@ type engine struct {
 }
 
 func newEngine(rt *Runtime) (*engine, error) {
-	e := &engine{rt: rt, jobs: map[uint64]*job{}, xfers: map[uint64]*xfer{}, spin: rt.cfg.SpinIters, done: make(chan struct{}), postDriver: -1}
+	e := &engine{rt: rt, jobs: map[uint64]*job{}, xfers: map[uint64]*xfer{}, spinner: shm.Spinner{Spin: rt.cfg.SpinIters, Short: shm.ShortWait}, done: make(chan struct{}), postDriver: -1}
 	var err error
 	if e.coreBell, e.coreBellRef, err = carveBell(rt.arena); err != nil {
 		return nil, err
@@ -328,7 +328,7 @@ func (e *engine) loop() {
 	seq := e.coreBell.Seq()
 	rung := func() bool { return e.coreBell.Seq() != seq || e.ncalls.Load() > 0 || e.stopping.Load() }
 	for !e.stopping.Load() {
-		e.coreBell.Wait(rung, 0, livenessCheckEvery)
+		e.spinner.Wait(e.coreBell, rung, livenessCheckEvery)
 		seq = e.coreBell.Seq()
 		e.runCalls()
 		e.drainDecisions()

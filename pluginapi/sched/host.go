@@ -40,7 +40,7 @@ type Host struct {
 
 	events, decisions  *shm.Ring
 	bell, coreBell     *shm.Bell
-	spin               int
+	spinner            shm.Spinner
 	minDepth, maxDepth int
 	queuedWorkNs       float64
 	inflight           []int
@@ -124,7 +124,7 @@ func (h *Host) Init(_ context.Context, req *InitRequest) error {
 	}
 	h.bell = h.arena.Bell(req.Rings.Bell)
 	h.coreBell = h.arena.Bell(req.Rings.CoreBell)
-	h.spin = req.SpinIters
+	h.spinner = shm.Spinner{Spin: req.SpinIters, Short: shm.ShortWait}
 	h.minDepth, h.maxDepth = req.QueueDepth, max(req.QueueDepth, req.MaxQueueDepth)
 	h.queuedWorkNs = float64(req.QueuedWork.Nanoseconds())
 	maxID := -1
@@ -191,7 +191,7 @@ func (h *Host) loop() {
 	defer close(h.done)
 	ready := func() bool { return !h.events.Empty() || h.stop.Load() }
 	for !h.stop.Load() {
-		if !h.bell.Wait(ready, 0, 100*time.Millisecond) {
+		if !h.spinner.Wait(h.bell, ready, 100*time.Millisecond) {
 			continue
 		}
 		if err := h.drain(); err != nil {

@@ -155,6 +155,37 @@ func (b *Bell) Wait(ready func() bool, spin int, timeout time.Duration) bool {
 	}
 }
 
+// ShortWait is the mean wait below which a Spinner polls: a few
+// cross-process sleep and wake-up round trips.
+const ShortWait = 20 * time.Microsecond
+
+// Spinner chooses how long a waiter polls before it sleeps from how long
+// its recent waits lasted. Polling only pays when the wait is shorter than a
+// sleep and wake-up; a waiter whose events come far apart (a busy machine
+// batching them) would instead keep taking the CPU from the threads it
+// waits for, as each yield hands the core over and back.
+type Spinner struct {
+	// Spin is how many polls a waiter makes when its recent waits were
+	// short.
+	Spin int
+	// Short is the mean wait below which polling pays.
+	Short  time.Duration
+	meanNs float64
+}
+
+// Wait is b.Wait with the spin s chooses: s.Spin polls while the waits
+// of late were shorter than s.Short on average, none otherwise.
+func (s *Spinner) Wait(b *Bell, ready func() bool, timeout time.Duration) bool {
+	spin := s.Spin
+	if s.meanNs > float64(s.Short) {
+		spin = 0
+	}
+	start := time.Now()
+	ok := b.Wait(ready, spin, timeout)
+	s.meanNs += (float64(time.Since(start)) - s.meanNs) / 4
+	return ok
+}
+
 // futex is the raw system call. Its errors are not reported: every caller
 // re-checks its condition whatever happened.
 func futex(word *atomic.Uint32, op int, val uint32, ts *unix.Timespec) {
