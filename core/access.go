@@ -701,7 +701,7 @@ func (h *Handle) waitFree() {
 		}
 		ch := st.freeDone
 		h.mu.Unlock()
-		<-ch
+		h.rt.await(ch)
 	}
 }
 
@@ -796,7 +796,7 @@ func (h *Handle) TryAcquire(m Mode) error {
 	if ready {
 		h.rt.ready(j, -1)
 	}
-	<-a.granted
+	h.rt.await(a.granted)
 	return h.finishAcquire(a)
 }
 
@@ -899,7 +899,7 @@ func (h *Handle) AcquireSequentialConsistency(m Mode, sequential bool) error {
 	if j.ndeps.Add(-1) == 0 {
 		h.rt.ready(j, -1)
 	}
-	<-a.granted
+	h.rt.await(a.granted)
 	return h.finishAcquire(a)
 }
 

@@ -138,7 +138,7 @@ func (h *Handle) hold(op string, node int, m Mode) (*acquisition, error) {
 		return nil, err
 	}
 	a := h.acquireAsync(m)
-	<-a.granted
+	h.rt.await(a.granted)
 	a.node = node
 	if err := h.bring(node, m); err != nil {
 		h.rt.complete(a.job, -1, nil)

@@ -345,7 +345,7 @@ func (h *Handle) Acquire(m Mode) error {
 		return err
 	}
 	a := h.acquireAsync(m)
-	<-a.granted
+	h.rt.await(a.granted)
 	if err := h.fetchTo(0, m); err != nil {
 		h.rt.complete(a.job, -1, nil)
 		return fmt.Errorf("acquire %s: bring data to RAM: %w", h, err)

@@ -602,7 +602,7 @@ func (h *Handle) Invalidate() error {
 		return err
 	}
 	a := h.acquireAsync(W)
-	<-a.granted
+	h.rt.await(a.granted)
 	if h.rt.multiNode {
 		e := h.rt.engine
 		e.sync(func() { e.invalidate(h) })
@@ -674,7 +674,7 @@ func (h *Handle) UnregisterNoCoherency() error {
 	}
 	h.waitFree()
 	a := h.acquireAsync(W)
-	<-a.granted
+	h.rt.await(a.granted)
 	if !h.unregistered.CompareAndSwap(false, true) {
 		h.rt.complete(a.job, -1, nil)
 		return fmt.Errorf("unregister %s: %w", h, ErrUnregistered)

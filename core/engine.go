@@ -297,23 +297,6 @@ func (e *engine) lookup(id uint64) *job {
 	return j
 }
 
-func (e *engine) hasWork() bool {
-	if e.stopping.Load() || e.ncalls.Load() > 0 {
-		return true
-	}
-	for _, c := range *e.ctxs.Load() {
-		if !c.rings.decisions.Empty() {
-			return true
-		}
-	}
-	for _, w := range e.rt.workers {
-		if !w.completion.Empty() {
-			return true
-		}
-	}
-	return false
-}
-
 // loop is the engine's goroutine.
 func (e *engine) loop() {
 	runtime.LockOSThread()
@@ -325,10 +308,12 @@ func (e *engine) loop() {
 		e.tid.Store(0)
 		close(e.done)
 	}()
-	seq := e.coreBell.Seq()
+	// Every producer rings after its message (a worker may ring once for
+	// a batch of completions: cpudriver's backlog), so the engine waits
+	// for a ring since it last looked rather than polling every ring.
+	var seq uint32
 	rung := func() bool { return e.coreBell.Seq() != seq || e.ncalls.Load() > 0 || e.stopping.Load() }
-	for !e.stopping.Load() {
-		e.spinner.Wait(e.coreBell, rung, livenessCheckEvery)
+	for {
 		seq = e.coreBell.Seq()
 		e.runCalls()
 		e.drainDecisions()
@@ -339,7 +324,25 @@ func (e *engine) loop() {
 		if time.Since(e.lastCheck) >= livenessCheckEvery {
 			e.checkPlugins()
 		}
+		if e.stopping.Load() {
+			return
+		}
+		// A worker running a long task may hold the completions it
+		// batched before it: look again after queuedWork at the latest.
+		timeout := livenessCheckEvery
+		if e.inFlight() {
+			timeout = queuedWork
+		}
+		e.spinner.Wait(e.coreBell, rung, timeout)
 	}
+}
+
+// inFlight reports whether tasks are with the scheduler or the workers.
+func (e *engine) inFlight() bool {
+	e.jobsMu.Lock()
+	n := len(e.jobs)
+	e.jobsMu.Unlock()
+	return n > 0
 }
 
 func (e *engine) drainDecisions() {

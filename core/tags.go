@@ -240,7 +240,7 @@ func (rt *Runtime) TagWait(id TagID) error {
 	}
 	ch := ts.doneCh
 	ts.mu.Unlock()
-	<-ch
+	rt.await(ch)
 	return nil
 }
 

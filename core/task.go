@@ -637,12 +637,26 @@ func (rt *Runtime) wait(h *job) error {
 		}
 		ch := h.doneCh
 		h.mu.Unlock()
-		<-ch
+		rt.await(ch)
 		h.mu.Lock()
 	}
 	err := h.err
 	h.mu.Unlock()
 	return err
+}
+
+// await blocks the application until ch is closed by the engine. Meanwhile
+// the core bell is urgent: workers report each completion at once instead
+// of in batches, as the one awaited may be among them.
+func (rt *Runtime) await(ch <-chan struct{}) {
+	select {
+	case <-ch:
+		return
+	default:
+	}
+	rt.engine.coreBell.AddUrgent(1)
+	<-ch
+	rt.engine.coreBell.AddUrgent(-1)
 }
 
 // isSubmitted tells whether Submit took the job (it may exist earlier, for

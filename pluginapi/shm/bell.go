@@ -21,6 +21,7 @@ const BellSize = 64
 const (
 	bellSeqOff      = 0 // uint32: futex word, bumped by every Ring
 	bellSleepersOff = 4 // uint32: number of waiters about to sleep or asleep
+	bellUrgentOff   = 8 // uint32: number of parties asking for prompt rings
 )
 
 // Linux futex operations. Not the _PRIVATE variants: the word is in a
@@ -45,9 +46,14 @@ const (
 // returns at once), or the waiter's re-check, which comes after its
 // announcement and hence after the ringer's read of sleepers, sees the
 // condition true.
+//
+// Producers may also batch: ring once for several messages, as long as they
+// ring for the last before they go idle. Urgent tells them when someone
+// cannot wait for the batch.
 type Bell struct {
 	seq      *atomic.Uint32
 	sleepers *atomic.Uint32
+	urgent   *atomic.Uint32
 }
 
 // Bell is the doorbell at control-region offset off, obtained from
@@ -71,17 +77,17 @@ func (a *Arena) BellChecked(off uint64) (*Bell, error) {
 	return NewBell(mem)
 }
 
-// NewBell is a doorbell over mem, which must be at least 8 bytes, 8-byte
+// NewBell is a doorbell over mem, which must be at least 12 bytes, 8-byte
 // aligned and shared by the processes that use it (zeroed the first time).
 // Arena.Bell is the usual way to get one.
 func NewBell(mem []byte) (*Bell, error) {
-	if len(mem) < 8 {
-		return nil, fmt.Errorf("shm: bell needs 8 bytes, got %d", len(mem))
+	if len(mem) < 12 {
+		return nil, fmt.Errorf("shm: bell needs 12 bytes, got %d", len(mem))
 	}
 	if !aligned(mem, 8) {
 		return nil, errors.New("shm: bell memory not 8-byte aligned")
 	}
-	return &Bell{seq: atomicU32(mem, bellSeqOff), sleepers: atomicU32(mem, bellSleepersOff)}, nil
+	return &Bell{seq: atomicU32(mem, bellSeqOff), sleepers: atomicU32(mem, bellSleepersOff), urgent: atomicU32(mem, bellUrgentOff)}, nil
 }
 
 // Ring wakes the waiters. Call it after making their condition true (after
@@ -93,6 +99,15 @@ func (b *Bell) Ring() {
 		futex(b.seq, futexWake, math.MaxInt32, nil)
 	}
 }
+
+// AddUrgent counts a party in (delta 1) or out (delta -1) of those that
+// want every message rung at once: an idle worker that batched completions
+// could feed, an application thread blocked on one of them.
+func (b *Bell) AddUrgent(delta int32) { b.urgent.Add(uint32(delta)) }
+
+// Urgent reports whether a producer should ring for each message now
+// rather than at the end of its batch.
+func (b *Bell) Urgent() bool { return b.urgent.Load() != 0 }
 
 // Seq is the number of rings so far, modulo 2^32: a waiter that notes it
 // before looking for work can wait for "rung since" with ready comparing it.

@@ -32,7 +32,7 @@ func BenchmarkRingThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bell, err := NewBell(make([]byte, 8))
+	bell, err := NewBell(make([]byte, BellSize))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -370,7 +370,7 @@ func TestRingStress(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bell, err := NewBell(make([]byte, 8))
+			bell, err := NewBell(make([]byte, BellSize))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -224,7 +224,7 @@ type worker struct {
 	bell       *shm.Bell
 	coreBell   *shm.Bell
 	spin       int
-	unrung     int
+	unrung     int // completions committed since the core bell last rang
 	// reused per task, so that run_once allocates nothing
 	exec wire.Exec
 	kctx kernel.Context
@@ -272,7 +272,17 @@ func (d *Driver) run(w *worker) {
 		return !w.dispatch.Empty() || (w.schedRing != nil && !w.schedRing.Empty()) || d.stop.Load()
 	}
 	for !d.stop.Load() {
-		if !w.bell.Wait(ready, w.spin, 200*time.Millisecond) {
+		// An idle worker wants the completions other workers batch: they
+		// may release its next task.
+		idle := !ready()
+		if idle {
+			w.coreBell.AddUrgent(1)
+		}
+		ok := w.bell.Wait(ready, w.spin, 200*time.Millisecond)
+		if idle {
+			w.coreBell.AddUrgent(-1)
+		}
+		if !ok {
 			continue
 		}
 		if err := d.runOnce(w); err != nil {
@@ -317,16 +327,30 @@ func (d *Driver) runRing(w *worker, r *shm.Ring, name string) error {
 		c.Encode(b)
 		w.completion.Commit()
 		w.unrung++
-		left := w.dispatch.Backlog()
-		if w.schedRing != nil {
-			left += w.schedRing.Backlog()
-		}
-		if uint64(w.unrung)*uint64(len(msg)+8) >= left {
+		if w.unrung*(len(msg)+8) >= w.backlog() || w.coreBell.Urgent() {
 			w.coreBell.Ring()
 			w.unrung = 0
 		}
 	}
 	return nil
+}
+
+// backlog is how many bytes of tasks wait on the worker's rings.
+//
+// It decides when a completion is worth waking the core for. Each wake-up
+// costs a busy core a preemption, and on a machine with as many workers as
+// cores nothing else gives the core and the policy a CPU. So a worker rings
+// once it has run as many tasks since its last ring as it has left, judged
+// by their size: the core and the policy learn of completions in batches,
+// and still while half the queue remains to refill it. It rings at once
+// for its last queued task, before it goes idle, and while the core bell
+// is urgent (an idle worker, a blocked application thread).
+func (w *worker) backlog() int {
+	n := w.dispatch.Backlog()
+	if w.schedRing != nil {
+		n += w.schedRing.Backlog()
+	}
+	return int(n)
 }
 
 func (d *Driver) execute(w *worker) (err error) {
