@@ -105,7 +105,11 @@ type WorkerSpec struct {
 	// their completions back.
 	Dispatch, Completion base.Span
 	// Bell is the doorbell the worker sleeps on; CoreBell the one it rings
-	// after posting a completion.
+	// after posting completions. A worker may ring once for several
+	// completions while it has tasks queued, but must ring for a completion
+	// when no task is left on its rings, and for each while CoreBell is
+	// Urgent. The core still reads completions not rung for, within a
+	// millisecond, but what they release waits as long.
 	Bell, CoreBell uint64
 	// SchedRing, when its Size is not 0, carries Exec messages the
 	// scheduler posts straight to the worker, for tasks whose buffers are

@@ -191,14 +191,17 @@ type Spinner struct {
 // Wait is b.Wait with the spin s chooses: s.Spin polls while the waits
 // of late were shorter than s.Short on average, none otherwise.
 func (s *Spinner) Wait(b *Bell, ready func() bool, timeout time.Duration) bool {
-	spin := s.Spin
-	if s.meanNs > float64(s.Short) {
-		spin = 0
-	}
 	start := time.Now()
-	ok := b.Wait(ready, spin, timeout)
+	ok := b.Wait(ready, s.polls(), timeout)
 	s.meanNs += (float64(time.Since(start)) - s.meanNs) / 4
 	return ok
+}
+
+func (s *Spinner) polls() int {
+	if s.meanNs > float64(s.Short) {
+		return 0
+	}
+	return s.Spin
 }
 
 // futex is the raw system call. Its errors are not reported: every caller

@@ -69,6 +69,62 @@ func TestBellWait(t *testing.T) {
 	}
 }
 
+func TestBellUrgent(t *testing.T) {
+	b, err := NewBell(make([]byte, BellSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		delta int32
+		want  bool
+	}{{1, true}, {1, true}, {-1, true}, {-1, false}}
+	if b.Urgent() {
+		t.Fatal("new bell urgent")
+	}
+	for i, st := range steps {
+		b.AddUrgent(st.delta)
+		if b.Urgent() != st.want {
+			t.Fatalf("step %d (%+d): Urgent() = %v, want %v", i, st.delta, !st.want, st.want)
+		}
+	}
+	seq := b.Seq()
+	b.Ring()
+	if b.Seq() != seq+1 {
+		t.Fatalf("Seq after a ring = %d, want %d", b.Seq(), seq+1)
+	}
+}
+
+// TestSpinner: a waiter polls while its waits are short, sleeps at once
+// after long ones, and polls again once they are short again.
+func TestSpinner(t *testing.T) {
+	b, err := NewBell(make([]byte, BellSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Spinner{Spin: 500, Short: ShortWait}
+	yes := func() bool { return true }
+	no := func() bool { return false }
+	if s.polls() != 500 {
+		t.Fatalf("new spinner polls %d times, want 500", s.polls())
+	}
+	for i := 0; i < 4; i++ {
+		if s.Wait(b, no, 2*time.Millisecond) {
+			t.Fatal("Wait on a false condition returned true")
+		}
+	}
+	if s.polls() != 0 {
+		t.Fatalf("after 2 ms waits the spinner polls %d times, want 0", s.polls())
+	}
+	for i := 0; i < 40; i++ {
+		if !s.Wait(b, yes, time.Second) {
+			t.Fatal("Wait on a true condition returned false")
+		}
+	}
+	if s.polls() != 500 {
+		t.Fatalf("after immediate waits the spinner polls %d times, want 500", s.polls())
+	}
+}
+
 // TestBellWakesSleepers: several goroutines sleep on one bell (spin 0, no
 // timeout) and one Ring must wake them all.
 func TestBellWakesSleepers(t *testing.T) {

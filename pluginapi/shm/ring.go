@@ -292,6 +292,11 @@ func (r *Ring) Empty() bool {
 // released yet, the one Peek returned included. Consumer side.
 func (r *Ring) Backlog() uint64 { return r.head.Load() - r.consPos }
 
+// Released is how many bytes the consumer has ever released: the
+// difference of two readings is what it consumed between them, in the
+// units of Backlog. Consumer side.
+func (r *Ring) Released() uint64 { return r.consPos }
+
 // Err is the reason the consumer stopped, if it found the ring corrupt.
 func (r *Ring) Err() error { return r.err }
 

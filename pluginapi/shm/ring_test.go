@@ -285,6 +285,38 @@ func TestRingPeekRelease(t *testing.T) {
 	}
 }
 
+func TestRingBacklog(t *testing.T) {
+	r, err := InitRing(make([]byte, RingBytes(4096)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Backlog() != 0 || r.Released() != 0 {
+		t.Fatalf("new ring: backlog %d, released %d", r.Backlog(), r.Released())
+	}
+	for _, n := range []int{3, 16, 0} {
+		r.Reserve(n)
+		r.Commit()
+	}
+	// Records are an 8-byte header and the message rounded up to 8.
+	if got := r.Backlog(); got != 16+24+8 {
+		t.Fatalf("backlog of 3 messages = %d bytes, want 48", got)
+	}
+	r.Peek()
+	if r.Backlog() != 48 {
+		t.Fatal("Peek changed the backlog")
+	}
+	r.Release()
+	if r.Backlog() != 32 || r.Released() != 16 {
+		t.Fatalf("after one release: backlog %d, released %d; want 32, 16", r.Backlog(), r.Released())
+	}
+	for r.Peek() != nil {
+		r.Release()
+	}
+	if r.Backlog() != 0 || r.Released() != 48 {
+		t.Fatalf("drained: backlog %d, released %d; want 0, 48", r.Backlog(), r.Released())
+	}
+}
+
 func TestRingCorrupt(t *testing.T) {
 	tests := []struct {
 		name   string

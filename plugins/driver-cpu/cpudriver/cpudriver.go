@@ -224,7 +224,7 @@ type worker struct {
 	bell       *shm.Bell
 	coreBell   *shm.Bell
 	spin       int
-	unrung     int // completions committed since the core bell last rang
+	rungAt     uint64 // released() when the core bell last rang
 	// reused per task, so that run_once allocates nothing
 	exec wire.Exec
 	kctx kernel.Context
@@ -255,6 +255,7 @@ func (d *Driver) newWorker(spec driver.WorkerSpec, spin int) (*worker, error) {
 			return nil, fmt.Errorf("scheduler ring: %w", err)
 		}
 	}
+	w.rungAt = w.released()
 	return w, nil
 }
 
@@ -326,31 +327,39 @@ func (d *Driver) runRing(w *worker, r *shm.Ring, name string) error {
 		}
 		c.Encode(b)
 		w.completion.Commit()
-		w.unrung++
-		if w.unrung*(len(msg)+8) >= w.backlog() || w.coreBell.Urgent() {
+		if ran := w.released() - w.rungAt; ran >= w.backlog() || w.coreBell.Urgent() {
 			w.coreBell.Ring()
-			w.unrung = 0
+			w.rungAt += ran
 		}
 	}
 	return nil
 }
 
+// The core hears of completions in batches. Each wake-up of the core costs
+// a busy CPU a preemption, and on a machine with as many workers as cores
+// nothing else gives the core and the policy a CPU. So a worker rings the
+// core bell once the tasks it ran since it last rang take as many ring bytes
+// as the tasks it has left: the core and the policy learn of completions in
+// a few batches, each while half the queue remains to refill it. It rings
+// for its last queued task, before it goes idle, and for each task while
+// the bell is urgent (an idle worker, a blocked application thread).
+
 // backlog is how many bytes of tasks wait on the worker's rings.
-//
-// It decides when a completion is worth waking the core for. Each wake-up
-// costs a busy core a preemption, and on a machine with as many workers as
-// cores nothing else gives the core and the policy a CPU. So a worker rings
-// once it has run as many tasks since its last ring as it has left, judged
-// by their size: the core and the policy learn of completions in batches,
-// and still while half the queue remains to refill it. It rings at once
-// for its last queued task, before it goes idle, and while the core bell
-// is urgent (an idle worker, a blocked application thread).
-func (w *worker) backlog() int {
+func (w *worker) backlog() uint64 {
 	n := w.dispatch.Backlog()
 	if w.schedRing != nil {
 		n += w.schedRing.Backlog()
 	}
-	return int(n)
+	return n
+}
+
+// released is how many bytes of tasks the worker has taken off its rings.
+func (w *worker) released() uint64 {
+	n := w.dispatch.Released()
+	if w.schedRing != nil {
+		n += w.schedRing.Released()
+	}
+	return n
 }
 
 func (d *Driver) execute(w *worker) (err error) {
