@@ -129,6 +129,15 @@ func (b *Bell) Wait(ready func() bool, spin int, timeout time.Duration) bool {
 	if ready == nil {
 		return false
 	}
+	if poll(ready, spin) {
+		return true
+	}
+	return b.sleep(ready, timeout)
+}
+
+// poll is Wait's first phase: it reports whether ready() came true within
+// spin polls.
+func poll(ready func() bool, spin int) bool {
 	for i := 0; i < spin; i++ {
 		if ready() {
 			return true
@@ -139,6 +148,11 @@ func (b *Bell) Wait(ready func() bool, spin int, timeout time.Duration) bool {
 			cpuPause()
 		}
 	}
+	return false
+}
+
+// sleep is Wait's second phase.
+func (b *Bell) sleep(ready func() bool, timeout time.Duration) bool {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
@@ -174,8 +188,8 @@ func (b *Bell) Wait(ready func() bool, spin int, timeout time.Duration) bool {
 // cross-process sleep and wake-up round trips.
 const ShortWait = 20 * time.Microsecond
 
-// Spinner chooses how long a waiter polls before it sleeps from how long
-// its recent waits lasted. Polling only pays when the wait is shorter than a
+// Spinner chooses whether a waiter polls before it sleeps from how long its
+// recent waits lasted. Polling only pays when the wait is shorter than a
 // sleep and wake-up; a waiter whose events come far apart (a busy machine
 // batching them) would instead keep taking the CPU from the threads it
 // waits for, as each yield hands the core over and back.
@@ -184,16 +198,32 @@ type Spinner struct {
 	// short.
 	Spin int
 	// Short is the mean wait below which polling pays.
-	Short  time.Duration
+	Short time.Duration
+	// meanNs averages the recent waits, each counted at most longWait():
+	// one stretched by a preemption must not stop the polling of a waiter
+	// whose waits are short.
 	meanNs float64
 }
 
-// Wait is b.Wait with the spin s chooses: s.Spin polls while the waits
-// of late were shorter than s.Short on average, none otherwise.
+// Wait is b.Wait with the spin s chooses: s.Spin polls while the waits of
+// late were shorter than s.Short on average, none otherwise. A wait that
+// ends while polling reads no clock.
 func (s *Spinner) Wait(b *Bell, ready func() bool, timeout time.Duration) bool {
+	if ready == nil {
+		return false
+	}
+	spin := s.polls()
+	if poll(ready, spin) {
+		s.observe(0)
+		return true
+	}
 	start := time.Now()
-	ok := b.Wait(ready, s.polls(), timeout)
-	s.meanNs += (float64(time.Since(start)) - s.meanNs) / 4
+	ok := b.sleep(ready, timeout)
+	d := float64(time.Since(start))
+	if spin > 0 {
+		d = s.longWait() // polling failed: this wait was not short
+	}
+	s.observe(d)
 	return ok
 }
 
@@ -202,6 +232,12 @@ func (s *Spinner) polls() int {
 		return 0
 	}
 	return s.Spin
+}
+
+func (s *Spinner) longWait() float64 { return 4 * float64(s.Short) }
+
+func (s *Spinner) observe(ns float64) {
+	s.meanNs += (min(ns, s.longWait()) - s.meanNs) / 4
 }
 
 // futex is the raw system call. Its errors are not reported: every caller
