@@ -488,7 +488,8 @@ func (rt *Runtime) start(ctx context.Context) error {
 // P until Go's sysmon takes it back, so with fewer Ps than such threads a
 // dependency hop waited for sysmon (0.5 ms per task with GOMAXPROCS=2
 // instead of a few µs). The engine's thread and the application's are
-// counted at the first reservation. Plugin processes need none of this.
+// counted at the first reservation. Plugin processes size their own (the
+// CPU driver keeps a P idle beside its workers).
 func (rt *Runtime) reserveThreads(n int) {
 	if rt.threads == 0 {
 		rt.threads = 2
