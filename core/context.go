@@ -82,9 +82,9 @@ type Context struct {
 	// workers and seq: a push that finds the context alive writes its Push
 	// before Delete's removal message.
 	mu sync.Mutex
-	// mustRing: the engine sent events since it last rang the policy's
-	// bell. Engine goroutine only.
-	mustRing bool
+	// hostRing: events were sent during the engine's round, whose end
+	// rings the policy's bell once (engine.ringHost).
+	hostRing atomic.Bool
 	deleted  bool
 	workers  []int
 	seq      uint64

@@ -110,7 +110,10 @@ type engine struct {
 	// driver's.
 	postDriver int
 
-	spinner   shm.Spinner
+	spinner shm.Spinner
+	// inRound: the engine is draining its rings; policies are rung at the
+	// end (ringHost).
+	inRound   atomic.Bool
 	started   bool
 	stopping  atomic.Bool
 	done      chan struct{}
@@ -257,11 +260,25 @@ func (e *engine) push(j *job, releasedBy int32) {
 		e.rt.complete(j, -1, fmt.Errorf("push task to %s: %w", c, err))
 		return
 	}
-	if releasedBy >= 0 {
-		// On the engine goroutine, releasing a completion's successors:
-		// one ring at the end of the batch (ringHosts).
-		c.mustRing = true
+	if releasedBy < 0 {
+		c.rings.bell.Ring() // a submission: the policy has it at once
 		return
+	}
+	e.ringHost(c)
+}
+
+// ringHost wakes c's policy: at once, or at the end of the engine's round
+// when one is under way, so that a policy woken by the first of a batch of
+// completions does not take the CPU from the engine still releasing the
+// rest.
+func (e *engine) ringHost(c *Context) {
+	if e.inRound.Load() {
+		c.hostRing.Store(true)
+		// Either the engine's ringHosts, after its round, sees the flag,
+		// or this sees the round over.
+		if e.inRound.Load() {
+			return
+		}
 	}
 	c.rings.bell.Ring()
 }
@@ -315,6 +332,7 @@ func (e *engine) loop() {
 	rung := func() bool { return e.coreBell.Seq() != seq || e.ncalls.Load() > 0 || e.stopping.Load() }
 	for {
 		seq = e.coreBell.Seq()
+		e.inRound.Store(true)
 		e.runCalls()
 		e.drainDecisions()
 		e.drainCompletions()
@@ -563,14 +581,15 @@ func (e *engine) sendDone(c *Context, wid int, id uint64, dur int64) {
 		c.rings.events.Commit()
 	}
 	c.mu.Unlock()
-	c.mustRing = true
+	e.ringHost(c)
 }
 
-// ringHosts wakes the policies the engine sent events to in this round.
+// ringHosts ends the engine's round: it wakes the policies sent events
+// during it.
 func (e *engine) ringHosts() {
+	e.inRound.Store(false)
 	for _, c := range *e.ctxs.Load() {
-		if c.mustRing {
-			c.mustRing = false
+		if c.hostRing.Swap(false) {
 			c.rings.bell.Ring()
 		}
 	}

@@ -13,15 +13,17 @@ import (
 	"github.com/starpu-go/starpu/pluginapi/base"
 )
 
-// BellSize is the arena space a Bell takes: Carve(BellSize, 64) gives one a
-// cache line of its own.
-const BellSize = 64
+// BellSize is the arena space a Bell takes: Carve(BellSize, 64) gives it
+// two cache lines of its own.
+const BellSize = 128
 
 // Bell word offsets inside its BellSize bytes.
 const (
 	bellSeqOff      = 0 // uint32: futex word, bumped by every Ring
 	bellSleepersOff = 4 // uint32: number of waiters about to sleep or asleep
-	bellUrgentOff   = 8 // uint32: number of parties asking for prompt rings
+	// uint32: number of parties asking for prompt rings. A line of its own:
+	// idle workers count themselves in and out while the waiter polls seq.
+	bellUrgentOff = 64
 )
 
 // Linux futex operations. Not the _PRIVATE variants: the word is in a
@@ -77,12 +79,12 @@ func (a *Arena) BellChecked(off uint64) (*Bell, error) {
 	return NewBell(mem)
 }
 
-// NewBell is a doorbell over mem, which must be at least 12 bytes, 8-byte
-// aligned and shared by the processes that use it (zeroed the first time).
+// NewBell is a doorbell over mem, which must be at least BellSize bytes,
+// 8-byte aligned and shared by the processes that use it (zeroed the first time).
 // Arena.Bell is the usual way to get one.
 func NewBell(mem []byte) (*Bell, error) {
-	if len(mem) < 12 {
-		return nil, fmt.Errorf("shm: bell needs 12 bytes, got %d", len(mem))
+	if len(mem) < BellSize {
+		return nil, fmt.Errorf("shm: bell needs %d bytes, got %d", BellSize, len(mem))
 	}
 	if !aligned(mem, 8) {
 		return nil, errors.New("shm: bell memory not 8-byte aligned")

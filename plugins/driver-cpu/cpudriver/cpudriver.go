@@ -327,22 +327,28 @@ func (d *Driver) runRing(w *worker, r *shm.Ring, name string) error {
 		}
 		c.Encode(b)
 		w.completion.Commit()
-		if ran := w.released() - w.rungAt; ran >= w.backlog() || w.coreBell.Urgent() {
-			w.coreBell.Ring()
-			w.rungAt += ran
-		}
+		w.completed()
 	}
 	return nil
 }
 
+// completed rings the core bell for the completions posted since it last
+// rang, when it is time to.
+//
 // The core hears of completions in batches. Each wake-up of the core costs
 // a busy CPU a preemption, and on a machine with as many workers as cores
-// nothing else gives the core and the policy a CPU. So a worker rings the
-// core bell once the tasks it ran since it last rang take as many ring bytes
-// as the tasks it has left: the core and the policy learn of completions in
-// a few batches, each while half the queue remains to refill it. It rings
-// for its last queued task, before it goes idle, and for each task while
-// the bell is urgent (an idle worker, a blocked application thread).
+// nothing else gives the core and the policy a CPU. So a worker rings once
+// the tasks it ran since it last rang take as many ring bytes as the tasks
+// it has left: the core and the policy learn of completions in a few
+// batches, each while half the queue remains to refill it. It rings for its
+// last queued task, before it goes idle, and for each task while the bell
+// is urgent (an idle worker, a blocked application thread).
+func (w *worker) completed() {
+	if ran := w.released() - w.rungAt; ran >= w.backlog() || w.coreBell.Urgent() {
+		w.coreBell.Ring()
+		w.rungAt += ran
+	}
+}
 
 // backlog is how many bytes of tasks wait on the worker's rings.
 func (w *worker) backlog() uint64 {
