@@ -66,7 +66,8 @@ type Config struct {
 	// (default 4).
 	QueueDepth int
 	// SpinIters is how many polls a waiter makes before sleeping on a
-	// doorbell, >= 0 (default 2000).
+	// doorbell, >= 0 (default 2000). The engine and the policy host poll
+	// only while their recent waits were short (shm.Spinner).
 	SpinIters int
 	// ArenaSize is the size in bytes of the shared-memory arena; 0 means the
 	// caller's default.
