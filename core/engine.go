@@ -121,7 +121,7 @@ type engine struct {
 }
 
 func newEngine(rt *Runtime) (*engine, error) {
-	e := &engine{rt: rt, jobs: map[uint64]*job{}, xfers: map[uint64]*xfer{}, spinner: shm.Spinner{Spin: rt.cfg.SpinIters, Short: shm.ShortWait}, done: make(chan struct{}), postDriver: -1}
+	e := &engine{rt: rt, jobs: map[uint64]*job{}, xfers: map[uint64]*xfer{}, spinner: shm.Spinner{Spin: rt.cfg.SpinIters}, done: make(chan struct{}), postDriver: -1}
 	var err error
 	if e.coreBell, e.coreBellRef, err = carveBell(rt.arena); err != nil {
 		return nil, err

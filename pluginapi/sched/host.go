@@ -124,7 +124,7 @@ func (h *Host) Init(_ context.Context, req *InitRequest) error {
 	}
 	h.bell = h.arena.Bell(req.Rings.Bell)
 	h.coreBell = h.arena.Bell(req.Rings.CoreBell)
-	h.spinner = shm.Spinner{Spin: req.SpinIters, Short: shm.ShortWait}
+	h.spinner = shm.Spinner{Spin: req.SpinIters}
 	h.minDepth, h.maxDepth = req.QueueDepth, max(req.QueueDepth, req.MaxQueueDepth)
 	h.queuedWorkNs = float64(req.QueuedWork.Nanoseconds())
 	maxID := -1

@@ -80,8 +80,8 @@ func (a *Arena) BellChecked(off uint64) (*Bell, error) {
 }
 
 // NewBell is a doorbell over mem, which must be at least BellSize bytes,
-// 8-byte aligned and shared by the processes that use it (zeroed the first time).
-// Arena.Bell is the usual way to get one.
+// 8-byte aligned and shared by the processes that use it (zeroed the first
+// time). Arena.Bell is the usual way to get one.
 func NewBell(mem []byte) (*Bell, error) {
 	if len(mem) < BellSize {
 		return nil, fmt.Errorf("shm: bell needs %d bytes, got %d", BellSize, len(mem))
@@ -186,8 +186,9 @@ func (b *Bell) sleep(ready func() bool, timeout time.Duration) bool {
 	}
 }
 
-// ShortWait is the mean wait below which a Spinner polls: a few
-// cross-process sleep and wake-up round trips.
+// ShortWait is the mean wait below which a Spinner polls: polling pays when
+// the wait is shorter than a few cross-process sleep and wake-up round
+// trips.
 const ShortWait = 20 * time.Microsecond
 
 // Spinner chooses whether a waiter polls before it sleeps from how long its
@@ -199,16 +200,14 @@ type Spinner struct {
 	// Spin is how many polls a waiter makes when its recent waits were
 	// short.
 	Spin int
-	// Short is the mean wait below which polling pays.
-	Short time.Duration
-	// meanNs averages the recent waits, each counted at most longWait():
+	// meanNs averages the recent waits, each counted at most longWait:
 	// one stretched by a preemption must not stop the polling of a waiter
 	// whose waits are short.
 	meanNs float64
 }
 
 // Wait is b.Wait with the spin s chooses: s.Spin polls while the waits of
-// late were shorter than s.Short on average, none otherwise. A wait that
+// late were shorter than ShortWait on average, none otherwise. A wait that
 // ends while polling reads no clock.
 func (s *Spinner) Wait(b *Bell, ready func() bool, timeout time.Duration) bool {
 	if ready == nil {
@@ -219,27 +218,28 @@ func (s *Spinner) Wait(b *Bell, ready func() bool, timeout time.Duration) bool {
 		s.observe(0)
 		return true
 	}
+	if spin > 0 {
+		s.observe(longWait) // polling failed: this wait was not short
+		return b.sleep(ready, timeout)
+	}
 	start := time.Now()
 	ok := b.sleep(ready, timeout)
-	d := float64(time.Since(start))
-	if spin > 0 {
-		d = s.longWait() // polling failed: this wait was not short
-	}
-	s.observe(d)
+	s.observe(float64(time.Since(start)))
 	return ok
 }
 
 func (s *Spinner) polls() int {
-	if s.meanNs > float64(s.Short) {
+	if s.meanNs > float64(ShortWait) {
 		return 0
 	}
 	return s.Spin
 }
 
-func (s *Spinner) longWait() float64 { return 4 * float64(s.Short) }
+// longWait is what one wait counts for at most.
+const longWait = 4 * float64(ShortWait)
 
 func (s *Spinner) observe(ns float64) {
-	s.meanNs += (min(ns, s.longWait()) - s.meanNs) / 4
+	s.meanNs += (min(ns, longWait) - s.meanNs) / 4
 }
 
 // futex is the raw system call. Its errors are not reported: every caller

@@ -101,7 +101,7 @@ func TestSpinner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Spinner{Spin: 500, Short: ShortWait}
+	s := Spinner{Spin: 500}
 	yes := func() bool { return true }
 	no := func() bool { return false }
 	if s.polls() != 500 {
