@@ -344,6 +344,10 @@ func (a *Arbiter) Destroy() error {
 // sequential consistency, to h.
 func (h *Handle) dependFree(j *job, mode Mode) {
 	h.mu.Lock()
+	if !h.admits(j) {
+		h.mu.Unlock()
+		return
+	}
 	h.access(j, mode, false)
 }
 

@@ -140,6 +140,10 @@ func (h *Handle) hold(op string, node int, m Mode) (*acquisition, error) {
 	a := h.acquireAsync(m)
 	h.rt.await(a.granted)
 	a.node = node
+	if err := a.check(h); err != nil {
+		h.rt.complete(a.job, -1, nil)
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	if err := h.bring(node, m); err != nil {
 		h.rt.complete(a.job, -1, nil)
 		return nil, fmt.Errorf("%s %s: bring data to %s: %w", op, h, h.rt.nodeName(node), err)
@@ -304,7 +308,10 @@ func (h *Handle) acquireCB(node int, m Mode, sequential bool, cb func(error)) er
 		a.node = node
 		granted := func(err error) {
 			go func() {
-				if err != nil {
+				if cerr := a.check(h); cerr != nil {
+					rt.complete(a.job, -1, nil)
+					err = fmt.Errorf("acquire: %w", cerr)
+				} else if err != nil {
 					rt.complete(a.job, -1, nil)
 					err = fmt.Errorf("acquire %s: bring data to %s: %w", h, rt.nodeName(node), err)
 				} else {
@@ -319,7 +326,7 @@ func (h *Handle) acquireCB(node int, m Mode, sequential bool, cb func(error)) er
 				rt.endAsync(nil)
 			}()
 		}
-		if !rt.multiNode {
+		if !rt.multiNode || a.check(h) != nil {
 			granted(nil)
 			return
 		}

@@ -70,6 +70,8 @@ type Handle struct {
 	acc *accessState
 
 	unregistered atomic.Bool
+	// lost, when set, says which failed task lost the value (data_lost.go).
+	lost atomic.Pointer[lostData]
 
 	// x is what the data-management calls of datainfo.go and dataops.go
 	// keep: name, user data, hints, write-through mask.
@@ -88,6 +90,10 @@ func (h *Handle) Layout() kernel.Layout { return h.layout }
 // the readers since the last writer (or for it, when there are none).
 func (h *Handle) depend(j *job, mode Mode) {
 	h.mu.Lock()
+	if !h.admits(j) {
+		h.mu.Unlock()
+		return
+	}
 	if h.acc != nil || mode&^(RW|Locality) != 0 {
 		h.access(j, mode, true)
 		return
@@ -290,7 +296,11 @@ func Malloc[T Elem](rt *Runtime, n int) ([]T, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: malloc of %d elements", ErrInvalidData, n)
 	}
-	s, err := rt.arena.Alloc(uint64(n) * uint64(elemSize[T]()))
+	es := uint64(elemSize[T]())
+	if uint64(n) > rt.arena.Size()/es {
+		return nil, fmt.Errorf("%w: malloc of %d elements of %d bytes: more than the %d-byte arena", ErrInvalidData, n, es, rt.arena.Size())
+	}
+	s, err := rt.arena.Alloc(uint64(n) * es)
 	if err != nil {
 		return nil, fmt.Errorf("malloc: %w", err)
 	}
@@ -320,6 +330,19 @@ type acquisition struct {
 	// (acquireThen). node is where the data is held.
 	onGrant func()
 	node    int
+	// closing marks an unregistration's acquisition, the one access a
+	// closed handle admits.
+	closing bool
+}
+
+// check says why the application cannot have the data it was granted:
+// the handle was unregistered while the acquisition was being submitted,
+// or a failed task lost the value and the mode reads it.
+func (a *acquisition) check(h *Handle) error {
+	if x := a.job.ext.Load(); x != nil && x.doom != nil {
+		return x.doom
+	}
+	return h.lostFor(a.mode)
 }
 
 func (a *acquisition) grant() {
@@ -346,6 +369,10 @@ func (h *Handle) Acquire(m Mode) error {
 	}
 	a := h.acquireAsync(m)
 	h.rt.await(a.granted)
+	if err := a.check(h); err != nil {
+		h.rt.complete(a.job, -1, nil)
+		return fmt.Errorf("acquire: %w", err)
+	}
 	if err := h.fetchTo(0, m); err != nil {
 		h.rt.complete(a.job, -1, nil)
 		return fmt.Errorf("acquire %s: bring data to RAM: %w", h, err)
@@ -378,37 +405,105 @@ func (h *Handle) Release() error { return h.ReleaseOnNode(0) }
 
 // Unregister waits for the tasks using the handle, writes the current value
 // back to the registered Go memory, and frees the runtime's copy. The handle
-// cannot be used afterwards.
+// cannot be used afterwards. When a failed task lost the value (see Lost),
+// the handle is unregistered all the same, the registered memory keeps what
+// it had, and the error says so.
 func (h *Handle) Unregister() error {
+	if err := h.checkUnregister(); err != nil {
+		return err
+	}
+	if err := h.rt.mayBlock("unregister " + h.String()); err != nil {
+		return err
+	}
+	if err := h.close(false); err != nil {
+		return err
+	}
+	h.waitFree()
+	a := h.closingAcquire()
+	h.rt.await(a.granted)
+	lost := h.Lost()
+	if lost == nil {
+		if err := h.fetchTo(0, R); err != nil {
+			// The value is still where it was: the handle stays registered.
+			h.reopen()
+			h.rt.complete(a.job, -1, nil)
+			return fmt.Errorf("unregister %s: bring data back to RAM: %w", h, err)
+		}
+		h.homeOut()
+	}
+	h.dropReplicates()
+	h.rt.complete(a.job, -1, nil)
+	if err := h.rt.forget(h); err != nil {
+		return err
+	}
+	if lost != nil {
+		return fmt.Errorf("unregister %s: value not written back: %w", h, lost)
+	}
+	return nil
+}
+
+// close marks h unregistered, at the start of an unregistration; unless
+// waitHeld, it refuses while the application holds h. Under
+// h.mu, where every access is recorded (depend, dependFree): an access
+// recorded before the mark is ordered before the unregistration, which
+// waits for it; one recorded after sees the mark and fails (job.doom)
+// instead of running on memory the unregistration frees.
+func (h *Handle) close(waitHeld bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.unregistered.Load() {
 		return fmt.Errorf("unregister %s: %w", h, ErrUnregistered)
 	}
-	if h.partitioned.Load() {
-		return fmt.Errorf("%w: unregister %s: it is partitioned; Unpartition it first", ErrInvalidData, h)
-	}
-	if err := h.checkPlans(); err != nil {
-		return fmt.Errorf("unregister: %w", err)
-	}
-	h.mu.Lock()
-	held := len(h.held)
-	h.mu.Unlock()
-	if held > 0 {
+	if len(h.held) > 0 && !waitHeld {
 		return fmt.Errorf("unregister %s: still acquired by the application; release it first", h)
 	}
-	h.waitFree()
-	if err := h.Acquire(RW); err != nil {
-		return err
-	}
-	if !h.unregistered.CompareAndSwap(false, true) {
-		return fmt.Errorf("unregister %s: %w", h, ErrUnregistered)
-	}
+	h.unregistered.Store(true)
+	return nil
+}
+
+// reopen undoes close when an unregistration gives up.
+func (h *Handle) reopen() {
 	h.mu.Lock()
-	a := h.held[0]
-	h.held = nil
+	h.unregistered.Store(false)
 	h.mu.Unlock()
-	h.dropReplicates()
-	h.rt.complete(a.job, -1, nil)
-	return h.rt.forget(h)
+}
+
+// closingAcquire is the unregistration's own acquisition of h in RW,
+// ordered after every access recorded before close.
+func (h *Handle) closingAcquire() *acquisition {
+	j := h.rt.newJob()
+	a := &acquisition{mode: RW, job: j, granted: make(chan struct{}), closing: true}
+	j.acquire = a
+	h.depend(j, RW)
+	if j.ndeps.Add(-1) == 0 {
+		h.rt.ready(j, -1)
+	}
+	return a
+}
+
+// doomed is the error of an access recorded after h was closed: the job
+// fails instead of running, or the acquisition returns it.
+func (h *Handle) doomed(j *job) {
+	err := fmt.Errorf("%s: %w while the access was being submitted", h, ErrUnregistered)
+	j.mu.Lock()
+	if x := j.x(); x.doom == nil {
+		x.doom = err
+	}
+	j.mu.Unlock()
+	if e := h.rt.engine; e != nil {
+		e.checks.Store(true)
+	}
+}
+
+// admits says whether an access by j may be recorded on h (h.mu held): not
+// once h is closed, unless j is the unregistration's own. When it may not,
+// j is doomed.
+func (h *Handle) admits(j *job) bool {
+	if !h.unregistered.Load() || j.acquire != nil && j.acquire.closing {
+		return true
+	}
+	h.doomed(j)
+	return false
 }
 
 // forget frees the handle's replicate and drops it from the runtime.
@@ -453,13 +548,16 @@ func (rt *Runtime) unregisterAll() error {
 	}
 	sort.SliceStable(hs, func(i, j int) bool { return depth(hs[i]) > depth(hs[j]) })
 	for _, h := range hs {
-		if err := h.fetchTo(0, R); err != nil {
+		lost := h.Lost()
+		if lost != nil {
+			errs = append(errs, fmt.Errorf("write back %s: value not written back: %w", h, lost))
+		} else if err := h.fetchTo(0, R); err != nil {
 			errs = append(errs, fmt.Errorf("write back %s: %w", h, err))
 		}
 		h.dropReplicates()
 		h.mu.Lock()
 		h.held = nil
-		if h.home != nil && !h.homeValid {
+		if h.home != nil && !h.homeValid && lost == nil {
 			h.copyHomeOut()
 			h.homeValid = true
 		}

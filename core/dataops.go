@@ -672,13 +672,12 @@ func (h *Handle) UnregisterNoCoherency() error {
 	if err := h.rt.mayBlock("unregister " + h.String()); err != nil {
 		return err
 	}
-	h.waitFree()
-	a := h.acquireAsync(W)
-	h.rt.await(a.granted)
-	if !h.unregistered.CompareAndSwap(false, true) {
-		h.rt.complete(a.job, -1, nil)
-		return fmt.Errorf("unregister %s: %w", h, ErrUnregistered)
+	if err := h.close(false); err != nil {
+		return err
 	}
+	h.waitFree()
+	a := h.closingAcquire()
+	h.rt.await(a.granted)
 	// A write-only fetch moves nothing; it waits for a copy still landing
 	// in the RAM replicate, which is freed next.
 	err := h.fetchTo(0, W)
@@ -711,21 +710,30 @@ func (h *Handle) UnregisterSubmit() error {
 	if err := h.checkPlans(); err != nil {
 		return fmt.Errorf("unregister: %w", err)
 	}
-	if !h.unregistered.CompareAndSwap(false, true) {
-		return fmt.Errorf("unregister %s: %w", h, ErrUnregistered)
+	if err := h.close(true); err != nil {
+		return err
 	}
 	rt := h.rt
 	rt.beginAsync()
 	h.afterFree(func() {
-		h.acquireThen(RW, func(a *acquisition) { go h.finishUnregister(a) })
+		j := rt.newJob()
+		a := &acquisition{mode: RW, job: j, closing: true}
+		a.onGrant = func() { go h.finishUnregister(a) }
+		j.acquire = a
+		h.depend(j, RW)
+		if j.ndeps.Add(-1) == 0 {
+			rt.ready(j, -1)
+		}
 	})
 	return nil
 }
 
 func (h *Handle) finishUnregister(a *acquisition) {
 	rt := h.rt
-	err := h.fetchTo(0, R)
-	if err != nil {
+	var err error
+	if lost := h.Lost(); lost != nil {
+		err = fmt.Errorf("unregister %s: value not written back: %w", h, lost)
+	} else if err = h.fetchTo(0, R); err != nil {
 		err = fmt.Errorf("unregister %s: bring data back to RAM: %w", h, err)
 	} else {
 		h.homeOut()
@@ -822,7 +830,10 @@ func (h *Handle) submitCopy(src *Handle, done func(error)) (*job, error) {
 // runCopy copies src into h in RAM once the copy's turn has come.
 func (h *Handle) runCopy(src *Handle, j *job, done func(error)) {
 	rt := h.rt
-	err := src.fetchTo(0, R)
+	err := src.Lost()
+	if err == nil {
+		err = src.fetchTo(0, R)
+	}
 	if err == nil {
 		err = h.fetchTo(0, W)
 	}
@@ -835,7 +846,9 @@ func (h *Handle) runCopy(src *Handle, j *job, done func(error)) {
 		h.mu.Unlock()
 		h.writeThroughSync(0)
 	}
-	if err != nil {
+	if err == nil {
+		h.clearLost() // written anew
+	} else {
 		err = fmt.Errorf("copy %s into %s: %w", src, h, err)
 	}
 	rt.complete(j, -1, err)

@@ -14,6 +14,9 @@ import "fmt"
 // still waits for other dependencies, and are an error once t is ready,
 // unless t has Regenerate set: they then hold for its next submission.
 func (rt *Runtime) DeclareDeps(t *Task, preds ...*Task) error {
+	if t == nil {
+		return fmt.Errorf("%w: DeclareDeps on a nil task", ErrInvalidTask)
+	}
 	for i, p := range preds {
 		if p == nil {
 			return fmt.Errorf("%w: task %q: predecessor %d is nil", ErrInvalidTask, t.TaskName(), i)

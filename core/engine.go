@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -110,6 +111,14 @@ type engine struct {
 	// driver's.
 	postDriver int
 
+	// checks is set once anything happened that push must look for (see
+	// pushCheck): a broken runtime, a dead driver, lost data, a task
+	// doomed by Unregister. Until then push pays one load for them all.
+	checks atomic.Bool
+	// deadArch has the bit of each architecture whose driver plugins are
+	// all dead (driver.ArchBit).
+	deadArch atomic.Uint32
+
 	spinner shm.Spinner
 	// inRound: the engine is draining its rings; policies are rung at the
 	// end (ringHost).
@@ -202,11 +211,17 @@ func (e *engine) stop() {
 	}
 }
 
-// push hands a ready task to the scheduler.
+// push hands a ready task to the scheduler. A task that cannot run (the
+// runtime is broken, no live worker can run it, its input was lost, its
+// handle was unregistered under it) fails here, through failLater: push is
+// called while releasing a predecessor's successors, and failing inline
+// would recurse once per task of a chain.
 func (e *engine) push(j *job, releasedBy int32) {
-	if p := e.rt.broken.Load(); p != nil {
-		e.rt.complete(j, -1, *p)
-		return
+	if e.checks.Load() {
+		if err := e.pushCheck(j); err != nil {
+			e.rt.failLater(j, err)
+			return
+		}
 	}
 	p := wire.Push{ID: j.id, Priority: int32(j.task.Priority), ArchMask: j.archMask, Worker: j.pinned, ReleasedBy: releasedBy, Codelet: j.cl.id,
 		Length: [wire.NumArch]int64{-1, -1, -1}}
@@ -232,7 +247,7 @@ func (e *engine) push(j *job, releasedBy int32) {
 		}
 		if bp := c.broken.Load(); bp != nil {
 			c.mu.Unlock()
-			e.rt.complete(j, -1, *bp)
+			e.rt.failLater(j, *bp)
 			return
 		}
 	}
@@ -257,7 +272,7 @@ func (e *engine) push(j *job, releasedBy int32) {
 	}
 	c.mu.Unlock()
 	if err != nil {
-		e.rt.complete(j, -1, fmt.Errorf("push task to %s: %w", c, err))
+		e.rt.failLater(j, fmt.Errorf("push task to %s: %w", c, err))
 		return
 	}
 	if releasedBy < 0 {
@@ -265,6 +280,59 @@ func (e *engine) push(j *job, releasedBy int32) {
 		return
 	}
 	e.ringHost(c)
+}
+
+// pushCheck says why j cannot be pushed, if it cannot.
+func (e *engine) pushCheck(j *job) error {
+	rt := e.rt
+	if p := rt.broken.Load(); p != nil {
+		return *p
+	}
+	if x := j.ext.Load(); x != nil && x.doom != nil {
+		return x.doom
+	}
+	if dead := e.deadArch.Load(); dead != 0 {
+		if j.archMask&^dead == 0 {
+			return fmt.Errorf("%w: task %q: no live worker can run it (%s)", ErrPluginCrashed, j.name(), rt.deadDrivers())
+		}
+		if j.pinned >= 0 {
+			if d := rt.workers[j.pinned].drv; d.dead.Load() {
+				return fmt.Errorf("%w: task %q must run on worker %d, whose driver-%s exited", ErrPluginCrashed, j.name(), j.pinned, d.name)
+			}
+		}
+	}
+	if rt.nlost.Load() > 0 {
+		return j.lostInput()
+	}
+	return nil
+}
+
+// deadDrivers names the driver plugins that exited, for errors.
+func (rt *Runtime) deadDrivers() string {
+	var names []string
+	for _, d := range rt.drivers {
+		if d.dead.Load() {
+			names = append(names, fmt.Sprintf("driver-%s (pid %d) exited", d.name, d.proc.Pid()))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// noteDeadDrivers recomputes deadArch after drivers died.
+func (e *engine) noteDeadDrivers() {
+	var live, all uint32
+	for _, d := range e.rt.drivers {
+		if len(d.workers) == 0 {
+			continue
+		}
+		bit := driver.ArchBit(d.fp.Arch)
+		all |= bit
+		if !d.dead.Load() {
+			live |= bit
+		}
+	}
+	e.deadArch.Store(all &^ live)
+	e.checks.Store(true)
 }
 
 // ringHost wakes c's policy: at once, or at the end of the engine's round
@@ -629,6 +697,7 @@ func (e *engine) drainCompletions() {
 			var err error
 			j := e.untrack(c.ID)
 			if j != nil && c.Failed {
+				j.mayHaveRun = true
 				err = fmt.Errorf("%w: task %q on worker %d (%s): %s", ErrTaskFailed, j.name(), w.id, w.drv.fp.Arch, c.Err)
 			}
 			w.completion.Release()
@@ -691,8 +760,12 @@ func (e *engine) checkPlugins() {
 			e.finishXfer(x, fmt.Errorf("%w: driver-%s (pid %d) exited during a transfer on %s", ErrPluginCrashed, d.name, d.proc.Pid(), x.dev.name))
 		}
 	}
+	if len(died) > 0 {
+		e.noteDeadDrivers()
+	}
 	for _, d := range died {
 		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker >= 0 && rt.workers[j.worker].drv == d }) {
+			j.mayHaveRun = true // queued or running there: it may have started
 			e.fail(j, int(j.worker), fmt.Errorf("%w: driver-%s (pid %d) exited while task %q was on worker %d", ErrPluginCrashed, d.name, d.proc.Pid(), j.name(), j.worker))
 		}
 	}
@@ -701,10 +774,11 @@ func (e *engine) checkPlugins() {
 		e.drainContext(rt.global)
 		err := fmt.Errorf("%w: scheduler sched-%s (pid %d) exited", ErrPluginCrashed, rt.cfg.Sched, rt.schedP.Pid())
 		rt.broken.Store(&err)
+		e.checks.Store(true)
 		rt.log.Error("scheduler plugin exited", "sched", rt.cfg.Sched)
 		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker < 0 }) {
 			e.untrack(j.id)
-			rt.complete(j, -1, err)
+			rt.failLater(j, err)
 		}
 		for _, c := range *e.ctxs.Load() {
 			c.failAcks(err)
@@ -724,7 +798,7 @@ func (e *engine) checkPlugins() {
 		c.failAcks(err)
 		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker < 0 && j.sctx == c }) {
 			e.untrack(j.id)
-			rt.complete(j, -1, err)
+			rt.failLater(j, err)
 		}
 	}
 }

@@ -162,12 +162,14 @@ func (h *Handle) closeRedux(st *accessState) []*job {
 		}
 		j := rt.newJob()
 		j.task, t.job = t, j
+		// Before checkTask: a reduction job may fold into a handle being
+		// unregistered (the unregistration's access closes the group).
+		j.access().reduce = &reduceStep{c: c, phase: g.phase}
 		if err := rt.checkTask(t, j); err != nil {
 			// Reported by WaitForAll; the contribution is lost.
 			j.nowhere = true
 			j.err = fmt.Errorf("reduce %s: %w", h, err)
 		}
-		j.access().reduce = &reduceStep{c: c, phase: g.phase}
 		if st.locking {
 			j.lockOn(h, st, RW)
 		}

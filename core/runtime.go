@@ -139,6 +139,10 @@ type Runtime struct {
 
 	broken   atomic.Pointer[error]
 	shutdown atomic.Bool
+	// fails are the jobs failed where they were pushed (failLater); nlost
+	// counts the handles whose data a failed task lost (data_lost.go).
+	fails failQueue
+	nlost atomic.Int32
 	trace    *tracer
 
 	// access is the state of access modes and arbitration (access.go).
@@ -270,8 +274,11 @@ func available(cands map[string]loader.Candidate, kind base.Kind) []string {
 	return names
 }
 
+// launch starts plugin c. The start timeout is the loader's default (10 s):
+// a plugin starts in milliseconds, and a binary that never answers the
+// handshake costs the whole timeout (its process group is then killed).
 func (rt *Runtime) launch(ctx context.Context, c loader.Candidate) (*loader.Plugin, error) {
-	return loader.Launch(ctx, c, loader.Options{Arena: rt.arena, Logger: rt.log, StartTimeout: 20 * time.Second})
+	return loader.Launch(ctx, c, loader.Options{Arena: rt.arena, Logger: rt.log})
 }
 
 // configure checks a plugin's config block against its schema and applies it.
@@ -543,17 +550,24 @@ func (rt *Runtime) Shutdown() error {
 	return errors.Join(errs...)
 }
 
-// teardown stops whatever Init started, in reverse order.
+// teardown stops whatever Init started, in reverse order. Each Deinit gets
+// a deadline of its own, so that a hung plugin (stopped, deadlocked) costs
+// a bounded time and the others still get theirs; then Kill ends the
+// plugin process, by SIGKILL if it does not exit in time.
 func (rt *Runtime) teardown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	const deinitTimeout = 5 * time.Second
+	deinit := func(f func(context.Context) error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), deinitTimeout)
+		defer cancel()
+		return f(ctx)
+	}
 	var errs []error
 	if rt.engine != nil {
 		rt.engine.stop()
 	}
 	if rt.sched != nil && rt.engine != nil && rt.engine.started {
 		if rt.schedP == nil || !rt.schedP.Exited() {
-			if err := rt.sched.Deinit(ctx); err != nil {
+			if err := deinit(rt.sched.Deinit); err != nil {
 				errs = append(errs, fmt.Errorf("scheduler deinit: %w", err))
 			}
 		}
@@ -564,7 +578,7 @@ func (rt *Runtime) teardown() error {
 	if rt.engine != nil {
 		for _, c := range (*rt.engine.ctxs.Load())[1:] {
 			if rt.engine.started && (c.proc == nil || !c.proc.Exited()) {
-				if err := c.sched.Deinit(ctx); err != nil {
+				if err := deinit(c.sched.Deinit); err != nil {
 					errs = append(errs, fmt.Errorf("%s: scheduler deinit: %w", c, err))
 				}
 			}
@@ -580,7 +594,7 @@ func (rt *Runtime) teardown() error {
 	rt.ifaceMu.Unlock()
 	for _, d := range rt.drivers {
 		if len(d.workers) > 0 && (d.proc == nil || !d.proc.Exited()) {
-			if err := d.drv.Deinit(ctx); err != nil {
+			if err := deinit(d.drv.Deinit); err != nil {
 				errs = append(errs, fmt.Errorf("driver-%s deinit: %w", d.name, err))
 			}
 		}

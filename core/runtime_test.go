@@ -333,11 +333,20 @@ func TestTaskErrors(t *testing.T) {
 			}
 		})
 	}
-	// A kernel error reaches Wait; the runtime goes on.
+	// A kernel error reaches Wait; the runtime goes on. The data the task
+	// writes is lost until written anew.
 	err := rt.Submit(&core.Task{Codelet: scalF32, Handles: []*core.Handle{h}, Arg: []byte{1}, Synchronous: true})
 	if !errors.Is(err, core.ErrTaskFailed) || !strings.Contains(err.Error(), "scal") {
 		t.Fatalf("bad argument: error = %v, want a task failure naming the kernel", err)
 	}
+	if err := h.Lost(); !errors.Is(err, core.ErrDataLost) {
+		t.Fatalf("h.Lost() after a kernel error = %v, want ErrDataLost", err)
+	}
+	if err := h.Acquire(core.W); err != nil {
+		t.Fatal(err)
+	}
+	x[0] = 1
+	h.Release()
 	if err := rt.Submit(&core.Task{Codelet: variable, Handles: []*core.Handle{h}, Modes: []core.Mode{core.RW}, Synchronous: true}); err != nil {
 		t.Fatalf("variable-buffer task: %v", err)
 	}

@@ -177,6 +177,10 @@ type job struct {
 	pinned   int32 // the worker the task must run on, or -1
 	impl     int8
 	nowhere  bool // completes once ready, running nowhere
+	// mayHaveRun: the task failed on a worker (its kernel's error, or its
+	// driver died holding it), so it may have written part of its data.
+	// Set by the engine goroutine before it completes the job.
+	mayHaveRun bool
 	counted  bool // pushed to the scheduler and counted in NReady
 	// arb: the job takes data locks when ready, or is a reduction job;
 	// sub: its worker gets SCRATCH or REDUX buffers (access.go).
@@ -247,6 +251,16 @@ type jobExt struct {
 	niter           uint8
 	// acc is the job's data locks and SCRATCH and REDUX buffers.
 	acc *jobAccess
+	// doom, when set, is why the job must fail instead of running: a
+	// handle it accesses was unregistered while it was submitted.
+	doom error
+}
+
+// reduces tells whether j folds a REDUX contribution into its first
+// handle, for the unregistration that closed the REDUX group.
+func (j *job) reduces() bool {
+	x := j.ext.Load()
+	return x != nil && x.acc != nil && x.acc.reduce != nil
 }
 
 // x returns j's extension, creating it; call with j.mu held.
@@ -327,6 +341,9 @@ func addDep(pred, succ *job) {
 func (rt *Runtime) Submit(t *Task) error {
 	if err := rt.usable(); err != nil {
 		return err
+	}
+	if t == nil {
+		return fmt.Errorf("%w: Submit(nil)", ErrInvalidTask)
 	}
 	j, err := rt.jobForSubmit(t)
 	if err != nil {
@@ -475,7 +492,7 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 		if h.rt != rt {
 			return fmt.Errorf("%w: task %q: handle %d belongs to another runtime", ErrInvalidTask, name, i)
 		}
-		if err := h.checkAccess(j.modes[i]); err != nil {
+		if err := h.checkAccess(j.modes[i]); err != nil && !(i == 0 && j.reduces() && errors.Is(err, ErrUnregistered)) {
 			return fmt.Errorf("task %q: handle %d: %w", name, i, err)
 		}
 	}
@@ -600,6 +617,9 @@ func (rt *Runtime) pushLocked(j *job, releasedBy int32) {
 // Wait blocks until t has completed and returns its error. A detached task
 // cannot be waited for.
 func (rt *Runtime) Wait(t *Task) error {
+	if t == nil {
+		return fmt.Errorf("%w: Wait(nil)", ErrInvalidTask)
+	}
 	h := t.job
 	if h == nil || !h.isSubmitted() {
 		return fmt.Errorf("%w: task %q was not submitted", ErrInvalidTask, t.TaskName())
@@ -612,7 +632,10 @@ func (rt *Runtime) Wait(t *Task) error {
 
 // WaitArray waits for every task of ts and returns their errors joined.
 func (rt *Runtime) WaitArray(ts ...*Task) error {
-	for _, t := range ts {
+	for i, t := range ts {
+		if t == nil {
+			return fmt.Errorf("%w: WaitArray: task %d is nil", ErrInvalidTask, i)
+		}
 		if t.job == nil || !t.job.isSubmitted() {
 			return fmt.Errorf("%w: task %q was not submitted", ErrInvalidTask, t.TaskName())
 		}
@@ -728,6 +751,51 @@ func (rt *Runtime) TaskByID(id uint64) *Task {
 	return nil
 }
 
+// failQueue holds the jobs that failed where they were pushed, for the
+// goroutine already draining it to complete. Completing a job releases its
+// successors, which are pushed and, while the runtime cannot run them,
+// fail in turn: done inline, that is one nested call per task of a chain,
+// and a chain of a million tasks overflows the stack. Through the queue,
+// the first failLater on the stack completes them all in a loop.
+type failQueue struct {
+	mu       sync.Mutex
+	jobs     []failedJob
+	spare    []failedJob
+	draining bool
+}
+
+type failedJob struct {
+	j   *job
+	err error
+}
+
+// failLater completes j with err, now or, when a failLater is already
+// completing jobs (further up this goroutine's stack or on another), by
+// that one before it returns.
+func (rt *Runtime) failLater(j *job, err error) {
+	q := &rt.fails
+	q.mu.Lock()
+	q.jobs = append(q.jobs, failedJob{j, err})
+	if q.draining {
+		q.mu.Unlock()
+		return
+	}
+	q.draining = true
+	for len(q.jobs) > 0 {
+		batch := q.jobs
+		q.jobs = q.spare[:0]
+		q.mu.Unlock()
+		for _, f := range batch {
+			rt.complete(f.j, -1, f.err)
+		}
+		clear(batch)
+		q.mu.Lock()
+		q.spare = batch
+	}
+	q.draining = false
+	q.mu.Unlock()
+}
+
 // termination is one call towards ending a job: its execution is over, or
 // one of its end dependencies is released.
 type termination struct {
@@ -750,8 +818,15 @@ func (rt *Runtime) executed(j *job, worker int32, err error) {
 	}
 	// Before anything lets another access in (data locks here, successors
 	// in terminate): an acquisition must find the application's copy stale.
-	if j.task != nil && j.cl != nil && !j.nowhere && j.err == nil {
-		rt.noteWrites(j)
+	if j.task != nil && j.cl != nil && !j.nowhere {
+		if j.err == nil {
+			rt.noteWrites(j)
+			if rt.nlost.Load() > 0 {
+				rt.noteRewrites(j)
+			}
+		} else if j.mayHaveRun || isLost(j.err) {
+			rt.noteLost(j)
+		}
 	}
 	if j.arb || j.sub {
 		rt.accessDone(j, worker)

@@ -1,5 +1,6 @@
 // Command driver-crashy is a CPU driver for the core's failure tests: the
-// BLAS kernels plus kernels that fail, crash the process, or sleep. With
+// BLAS kernels plus kernels that fail, crash the process (one after
+// writing half its buffer), or sleep. With
 // CRASHY_EXIT_AT_START set it exits before serving, like a plugin that
 // crashes at start.
 package main
@@ -22,6 +23,16 @@ func main() {
 	cpudriver.Serve(cpudriver.WithKernels(kernels.Library()...), cpudriver.WithKernels(
 		kernel.Kernel{Name: "test_fail", Func: func(*kernel.Context) error { return errors.New("deliberate failure") }},
 		kernel.Kernel{Name: "test_exit", Func: func(*kernel.Context) error { os.Exit(7); return nil }},
+		// test_half_exit writes -1 over the first half of its float32
+		// buffer, then dies: a driver killed mid-kernel.
+		kernel.Kernel{Name: "test_half_exit", Func: func(c *kernel.Context) error {
+			x := c.Buffers[0].Float32s()
+			for i := range x[:len(x)/2] {
+				x[i] = -1
+			}
+			os.Exit(7)
+			return nil
+		}},
 		kernel.Kernel{Name: "test_panic", Func: func(*kernel.Context) error { panic("deliberate panic") }},
 		kernel.Kernel{Name: "test_sleep", Func: func(c *kernel.Context) error {
 			time.Sleep(time.Duration(binary.LittleEndian.Uint64(c.Arg)))
