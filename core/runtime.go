@@ -139,11 +139,11 @@ type Runtime struct {
 
 	broken   atomic.Pointer[error]
 	shutdown atomic.Bool
+	trace    *tracer
 	// fails are the jobs failed where they were pushed (failLater); nlost
 	// counts the handles whose data a failed task lost (data_lost.go).
 	fails failQueue
 	nlost atomic.Int32
-	trace    *tracer
 
 	// access is the state of access modes and arbitration (access.go).
 	access accessRT

@@ -177,11 +177,11 @@ type job struct {
 	pinned   int32 // the worker the task must run on, or -1
 	impl     int8
 	nowhere  bool // completes once ready, running nowhere
+	counted  bool // pushed to the scheduler and counted in NReady
 	// mayHaveRun: the task failed on a worker (its kernel's error, or its
 	// driver died holding it), so it may have written part of its data.
 	// Set by the engine goroutine before it completes the job.
 	mayHaveRun bool
-	counted  bool // pushed to the scheduler and counted in NReady
 	// arb: the job takes data locks when ready, or is a reduction job;
 	// sub: its worker gets SCRATCH or REDUX buffers (access.go).
 	arb, sub bool
