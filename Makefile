@@ -35,6 +35,27 @@ test: setup build
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 20m $(PLAIN_PKGS)
 
+# Fuzzing: each target runs FUZZTIME (go test fuzzes one target at a time).
+# Their seed corpora (and testdata/fuzz/) also run as ordinary tests in
+# `make test`. A crash leaves its input in the package's testdata/fuzz/.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	./pluginapi/wire:FuzzDecode \
+	./pluginapi/wire:FuzzRoundTrip \
+	./core/config:FuzzParse \
+	./core/config:FuzzApplyEnv \
+	./core/config:FuzzParseSize \
+	./cmd/starpu:FuzzReadMTX \
+	./plugins/iface-csr/csriface:FuzzCSR
+
+.PHONY: fuzz
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name in $$pkg, $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
+
 # Side-by-side figures with StarPU 1.3 from Debian (installs it if missing).
 bench: build
 	bash scripts/setup.sh --peers

@@ -531,3 +531,20 @@ func TestDeviceDriverFailsToStart(t *testing.T) {
 		t.Fatalf("x = %v", x)
 	}
 }
+
+// A device driver that starts but cannot describe its devices (here a bad
+// STARPU_LIMIT_OPENCL_MEM with pocl's device present) is skipped like one
+// that does not start, with the driver's reason in its note.
+func TestDeviceDriverFailsFingerprint(t *testing.T) {
+	t.Setenv("STARPU_LIMIT_OPENCL_MEM", "-1")
+	rt := start(t, core.Options{Config: testConfig(openclDir)})
+	notes := rt.DriverNotes()
+	if len(notes) != 1 || notes[0].Driver != "driver-opencl" || !strings.Contains(notes[0].Note, "STARPU_LIMIT_OPENCL_MEM") {
+		t.Fatalf("driver notes %+v, want driver-opencl's note naming STARPU_LIMIT_OPENCL_MEM", notes)
+	}
+	for _, w := range rt.Workers() {
+		if w.Arch != driver.CPU {
+			t.Fatalf("worker %+v: want CPU workers only", w)
+		}
+	}
+}

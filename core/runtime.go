@@ -352,6 +352,16 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 			return err
 		}
 		fp, err := l.drv.Fingerprint(ctx)
+		if err != nil && l.proc != nil && l.name != "cpu" {
+			// A device driver that cannot describe its devices (a bad
+			// STARPU_LIMIT_OPENCL_MEM, say) costs its devices, like one
+			// that does not start.
+			l.proc.Kill()
+			rt.drivers = rt.drivers[:len(rt.drivers)-1]
+			rt.log.Warn("driver plugin failed its fingerprint; running without it", "driver", "driver-"+l.name, "error", err)
+			rt.failedDrivers = append(rt.failedDrivers, DriverNote{Driver: "driver-" + l.name, Note: "did not start: fingerprint: " + err.Error()})
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("driver-%s: fingerprint: %w", l.name, err)
 		}

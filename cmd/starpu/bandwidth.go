@@ -22,8 +22,9 @@ func bandwidth(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *size <= 0 || *reps <= 0 {
-		return fmt.Errorf("bench bandwidth: --size and --reps must be positive")
+	const cmd = "bench bandwidth"
+	if err := checkFlags(checkFlag(cmd, "size", *size, 1, maxTransfer), checkFlag(cmd, "reps", *reps, 1, maxIters)); err != nil {
+		return err
 	}
 	rt, err := rf.start(ctx)
 	if err != nil {

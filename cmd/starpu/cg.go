@@ -33,13 +33,19 @@ func cgRun(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	const cmd = "cg"
+	if err := checkFlags(checkFlag(cmd, "nblocks", *nblocks, 1, maxCGBlocks), checkFlag(cmd, "maxiter", *maxIter, 1, maxIters)); err != nil {
+		return err
+	}
+	if !(*tol > 0 && *tol < 1) {
+		return fmt.Errorf("cg: --tol %g is out of range (want 0 < tol < 1)", *tol)
+	}
 	m, err := sparseInput("laplacian", *nnz, *mtx)
 	if err != nil {
 		return fmt.Errorf("cg: %w", err)
 	}
-	if m.nrow != m.ncol || *nblocks <= 0 || *nblocks > m.nrow || *maxIter <= 0 || !(*tol > 0) {
-		return fmt.Errorf("cg: need a square matrix (got %dx%d), 0 < nblocks (%d) <= rows, maxiter (%d) > 0 and tol (%g) > 0",
-			m.nrow, m.ncol, *nblocks, *maxIter, *tol)
+	if m.nrow != m.ncol || *nblocks > m.nrow {
+		return fmt.Errorf("cg: need a square matrix (got %dx%d) and 0 < nblocks (%d) <= rows", m.nrow, m.ncol, *nblocks)
 	}
 	ones := make([]float64, m.nrow)
 	for i := range ones {

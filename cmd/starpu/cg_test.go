@@ -37,7 +37,8 @@ func TestRunCGErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"run", "cg", "--mtx", rect}, "need a square matrix (got 2x3)"},
-		{[]string{"run", "cg", "--nnz", "1000", "--tol", "0"}, "tol (0) > 0"},
+		{[]string{"run", "cg", "--nnz", "1000", "--tol", "0"}, "cg: --tol 0 is out of range (want 0 < tol < 1)"},
+		{[]string{"run", "cg", "--nnz", "1000", "--nblocks", "1000"}, "0 < nblocks (1000) <= rows"},
 		{[]string{"run", "cg", "--mtx", indef, "--nblocks", "2"}, "the matrix is not positive definite"},
 		{[]string{"run", "cg", "--nnz", "1000", "--maxiter", "2"}, "residual"},
 	} {

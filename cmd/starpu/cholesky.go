@@ -32,7 +32,11 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	if *layout != "partition" && *layout != "async" && *layout != "contiguous" {
 		return fmt.Errorf("cholesky: --layout %q: want partition, async or contiguous", *layout)
 	}
-	if *nblocks <= 0 || *size <= 0 || *size%*nblocks != 0 {
+	const cmd = "cholesky"
+	if err := checkFlags(checkFlag(cmd, "size", *size, 1, maxMatrixOrder), checkFlag(cmd, "nblocks", *nblocks, 1, maxTiles)); err != nil {
+		return err
+	}
+	if *size%*nblocks != 0 {
 		return fmt.Errorf("cholesky: size (%d) must be a positive multiple of nblocks (%d)", *size, *nblocks)
 	}
 	rt, err := rf.start(ctx)

@@ -10,6 +10,62 @@ import (
 	"github.com/starpu-go/starpu/core/config"
 )
 
+// Upper bounds of the numeric flags. Each keeps what the command allocates
+// from one flag within a few GiB, and every product of flags within int
+// and the runtime's limits, so that a mistyped value is an error naming the
+// flag instead of an out-of-memory crash.
+const (
+	// maxTasks bounds bench overhead --tasks: the command holds every
+	// core.Task in one array, and the runtime keeps about 0.4 to 0.8 KiB per
+	// task until it completes (a tag chain completes only once all are
+	// submitted): 10 million tasks are about 8 GiB.
+	maxTasks = 10_000_000
+	// maxBuffers bounds bench overhead --buffers: an Exec message carries
+	// 56 bytes per buffer and the dispatch ring's messages stop at 64 KiB.
+	maxBuffers = 1024
+	// maxVectorSize bounds run vector-scal --size: 4 bytes an element, in
+	// the Go slice and again in the arena.
+	maxVectorSize = 1 << 30
+	// maxParts bounds the handles and tasks of one partition (--nparts,
+	// spmv's --nblocks).
+	maxParts = 1 << 20
+	// maxMatrixOrder bounds the order of the dense matrices of run cholesky
+	// and bench sgemm: a 32768 x 32768 matrix is 4 GiB in single precision.
+	maxMatrixOrder = 1 << 15
+	// maxTiles bounds run cholesky --nblocks: n tiles per dimension make
+	// about n^3/6 tasks (2.8 million for 256).
+	maxTiles = 256
+	// maxCGBlocks bounds run cg --nblocks: each of the n SpMV tasks of an
+	// iteration reads the n blocks of p.
+	maxCGBlocks = 1024
+	// maxIters bounds repetitions and iterations (--iters, --maxiter,
+	// --reps).
+	maxIters = 1_000_000
+	// maxThreads bounds bench sgemm --threads.
+	maxThreads = 1024
+	// maxTransfer bounds bench bandwidth --size, in bytes.
+	maxTransfer = 1 << 30
+)
+
+// checkFlag reports v outside [lo, hi] as an error of command cmd that
+// names the flag.
+func checkFlag(cmd, name string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%s: --%s %d is out of range (%d to %d)", cmd, name, v, lo, hi)
+	}
+	return nil
+}
+
+// checkFlags returns the first error of checks.
+func checkFlags(checks ...error) error {
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // runtimeFlags are the flags every command that starts a runtime takes;
 // they override the config file and the environment.
 type runtimeFlags struct {

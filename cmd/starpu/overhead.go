@@ -29,8 +29,9 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *ntasks <= 0 || *nbuffers < 0 {
-		return fmt.Errorf("bench overhead: --tasks must be positive and --buffers non-negative")
+	const cmd = "bench overhead"
+	if err := checkFlags(checkFlag(cmd, "tasks", *ntasks, 1, maxTasks), checkFlag(cmd, "buffers", *nbuffers, 0, maxBuffers)); err != nil {
+		return err
 	}
 	if *independent && *nbuffers > 0 {
 		return fmt.Errorf("bench overhead: --independent tasks take no buffers")

@@ -23,8 +23,10 @@ func sgemmBench(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *size <= 0 || *threads <= 0 || *reps <= 0 {
-		return fmt.Errorf("bench sgemm: --size (%d), --threads (%d) and --reps (%d) must be positive", *size, *threads, *reps)
+	const cmd = "bench sgemm"
+	if err := checkFlags(checkFlag(cmd, "size", *size, 1, maxMatrixOrder), checkFlag(cmd, "threads", *threads, 1, maxThreads),
+		checkFlag(cmd, "reps", *reps, 1, maxIters)); err != nil {
+		return err
 	}
 	n := *size
 	rng := rand.New(rand.NewPCG(1, 2))

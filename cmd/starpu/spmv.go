@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,12 +36,16 @@ func spmvRun(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	const cmd = "spmv"
+	if err := checkFlags(checkFlag(cmd, "nblocks", *nblocks, 1, maxParts), checkFlag(cmd, "iters", *iters, 1, maxIters)); err != nil {
+		return err
+	}
 	m, err := sparseInput(*kind, *nnz, *mtx)
 	if err != nil {
 		return fmt.Errorf("spmv: %w", err)
 	}
-	if *nblocks <= 0 || *nblocks > m.nrow || *iters <= 0 {
-		return fmt.Errorf("spmv: need 0 < nblocks (%d) <= rows (%d) and iters (%d) > 0", *nblocks, m.nrow, *iters)
+	if *nblocks > m.nrow {
+		return fmt.Errorf("spmv: need 0 < nblocks (%d) <= rows (%d)", *nblocks, m.nrow)
 	}
 	x := make([]float64, m.ncol)
 	for i := range x {
@@ -86,6 +91,10 @@ func spmvRun(ctx context.Context, args []string, out io.Writer) error {
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
+// maxGeneratedNNZ bounds --nnz: a nonzero is 12 bytes (value and column),
+// in the Go matrix and again in the arena, so 2^28 of them are about 6 GiB.
+const maxGeneratedNNZ = 1 << 28
+
 // sparseInput reads --mtx or generates the --matrix kind with about nnz
 // nonzeros.
 func sparseInput(kind string, nnz int, mtx string) (*csrMatrix, error) {
@@ -101,8 +110,8 @@ func sparseInput(kind string, nnz int, mtx string) (*csrMatrix, error) {
 		}
 		return m, nil
 	}
-	if nnz < 5 || nnz > 1<<30 {
-		return nil, fmt.Errorf("--nnz %d out of range (5 to 2^30)", nnz)
+	if nnz < 5 || nnz > maxGeneratedNNZ {
+		return nil, fmt.Errorf("--nnz %d is out of range (5 to %d)", nnz, maxGeneratedNNZ)
 	}
 	switch kind {
 	case "laplacian":
@@ -239,27 +248,78 @@ func banded(n, half int, seed int64) *csrMatrix {
 	return m
 }
 
-// maxMTXEntries bounds what readMTX accepts, within CSR's uint32 indices.
-const maxMTXEntries = 1 << 31
+// Limits of readMTX. Nothing is allocated from the size line alone beyond
+// what the input can hold: the entries grow as they are read, and the row
+// pointers (4 bytes a row), like the x and y vectors run spmv allocates
+// (8 bytes a row or column), are sized by dimensions that are bounded by
+// the entries the file really holds.
+const (
+	// maxMTXEntries bounds the entries of the file; a symmetric file's
+	// mirrored entries at most double them, within CSR's uint32 rowptr.
+	maxMTXEntries = 1 << 30
+	// maxMTXDim bounds rows and columns: indices, rowptr and the vectors
+	// stay far from the int and uint32 ranges.
+	maxMTXDim = 1 << 30
+	// mtxFreeDim is the dimension always accepted; beyond it a matrix may
+	// have at most mtxDimPerEntry rows (and columns) per entry announced, so
+	// that a few bytes of header cannot ask for gigabytes of empty rows.
+	mtxFreeDim     = 1 << 20
+	mtxDimPerEntry = 16
+	// mtxMaxLine is the longest line accepted.
+	mtxMaxLine = 1 << 20
+	// mtxMinEntryLine is the length of the shortest entry line ("1 1\n"): a
+	// file of known size holds at most size/mtxMinEntryLine entries.
+	mtxMinEntryLine = 4
+	// mtxPrealloc is how many entries are reserved up front when the
+	// input's size is unknown.
+	mtxPrealloc = 1 << 12
+)
+
+// mtxDimLimit is the largest number of rows or columns accepted for a
+// matrix announcing ne entries.
+func mtxDimLimit(ne int64) int64 {
+	return min(maxMTXDim, max(mtxFreeDim, mtxDimPerEntry*ne))
+}
 
 // readMTX reads a Matrix Market coordinate file (real, integer or pattern;
 // general or symmetric, whose lower triangle is mirrored) into CSR, rows
-// in order and each row's entries in file order. Errors name the line.
+// in order and each row's entries in file order. The file must hold exactly
+// the entries its size line announces, with indices inside its dimensions
+// and finite values. Errors name the line, read errors included.
 func readMTX(r io.Reader) (*csrMatrix, error) {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	sc.Buffer(nil, mtxMaxLine)
 	line := 0
-	next := func() (string, bool) {
+	// scanErr is the scanner's error, at the line it could not read.
+	scanErr := func() error {
+		err := sc.Err()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, bufio.ErrTooLong):
+			return fmt.Errorf("mtx: line %d is longer than %d bytes: %w", line+1, mtxMaxLine, err)
+		}
+		return fmt.Errorf("mtx: line %d: %w", line+1, err)
+	}
+	// next returns the next line that is neither blank nor a comment; at
+	// the end of the input, io.EOF.
+	next := func() (string, error) {
 		for sc.Scan() {
 			line++
 			t := strings.TrimSpace(sc.Text())
 			if t != "" && !strings.HasPrefix(t, "%") {
-				return t, true
+				return t, nil
 			}
 		}
-		return "", false
+		if err := scanErr(); err != nil {
+			return "", err
+		}
+		return "", io.EOF
 	}
 	if !sc.Scan() {
+		if err := scanErr(); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("mtx: empty file")
 	}
 	line++
@@ -278,38 +338,63 @@ func readMTX(r io.Reader) (*csrMatrix, error) {
 	default:
 		return nil, fmt.Errorf("mtx: line 1: symmetry %q not supported (general, symmetric)", sym)
 	}
-	t, ok := next()
-	if !ok {
+	t, err := next()
+	if errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("mtx: no size line")
+	} else if err != nil {
+		return nil, err
 	}
-	var nr, nc, ne int
-	if _, err := fmt.Sscan(t, &nr, &nc, &ne); err != nil || nr <= 0 || nc <= 0 || ne < 0 {
+	var size [3]int64
+	f := strings.Fields(t)
+	if len(f) != len(size) {
 		return nil, fmt.Errorf("mtx: line %d: want <rows> <cols> <entries>, got %q", line, t)
 	}
-	if nr >= math.MaxUint32 || nc >= math.MaxUint32 || ne > maxMTXEntries || (sym == "symmetric" && nr != nc) {
-		return nil, fmt.Errorf("mtx: line %d: a %dx%d %s matrix with %d entries is not supported", line, nr, nc, sym, ne)
+	for i := range size {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil || v < 0 || v == 0 && i < 2 {
+			return nil, fmt.Errorf("mtx: line %d: want <rows> <cols> <entries>, got %q", line, t)
+		}
+		size[i] = v
 	}
+	nr64, nc64, ne64 := size[0], size[1], size[2]
+	if sym == "symmetric" && nr64 != nc64 {
+		return nil, fmt.Errorf("mtx: line %d: a %dx%d %s matrix with %d entries is not supported", line, nr64, nc64, sym, ne64)
+	}
+	if ne64 > maxMTXEntries {
+		return nil, fmt.Errorf("mtx: line %d: %d entries announced, at most %d supported", line, ne64, maxMTXEntries)
+	}
+	if lim := mtxDimLimit(ne64); nr64 > lim || nc64 > lim {
+		return nil, fmt.Errorf("mtx: line %d: a %dx%d matrix with %d entries is not supported: rows and columns are limited to %d, or %d per entry up to %d",
+			line, nr64, nc64, ne64, mtxFreeDim, mtxDimPerEntry, maxMTXDim)
+	}
+	// Within the limits above, these fit in int and uint32 everywhere.
+	nr, nc, ne := int(nr64), int(nc64), int(ne64)
 	type entry struct {
 		r, c uint32
 		v    float64
 	}
-	entries := make([]entry, 0, ne)
+	entries := make([]entry, 0, min(ne, mtxEntryHint(r)))
+	want := 3
+	if field == "pattern" {
+		want = 2
+	}
 	for k := 0; k < ne; k++ {
-		t, ok := next()
-		if !ok {
+		t, err := next()
+		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("mtx: %d entries announced, %d found", ne, k)
+		} else if err != nil {
+			return nil, err
 		}
 		f := strings.Fields(t)
-		want := 3
-		if field == "pattern" {
-			want = 2
-		}
 		if len(f) != want {
 			return nil, fmt.Errorf("mtx: line %d: want %d fields, got %q", line, want, t)
 		}
-		i, err1 := strconv.Atoi(f[0])
-		j, err2 := strconv.Atoi(f[1])
-		if err1 != nil || err2 != nil || i < 1 || i > nr || j < 1 || j > nc {
+		i, err1 := strconv.ParseInt(f[0], 10, 64)
+		j, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("mtx: line %d: entry (%s, %s): row and column must be whole numbers", line, f[0], f[1])
+		}
+		if i < 1 || i > nr64 || j < 1 || j > nc64 {
 			return nil, fmt.Errorf("mtx: line %d: entry (%s, %s) outside the %dx%d matrix", line, f[0], f[1], nr, nc)
 		}
 		v := 1.0
@@ -318,14 +403,19 @@ func readMTX(r io.Reader) (*csrMatrix, error) {
 			if v, err = strconv.ParseFloat(f[2], 64); err != nil {
 				return nil, fmt.Errorf("mtx: line %d: value %q: %w", line, f[2], err)
 			}
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("mtx: line %d: value %q is not a finite number", line, f[2])
+			}
 		}
 		entries = append(entries, entry{uint32(i - 1), uint32(j - 1), v})
 		if sym == "symmetric" && i != j {
 			entries = append(entries, entry{uint32(j - 1), uint32(i - 1), v})
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("mtx: line %d: %w", line+1, err)
+	if _, err := next(); err == nil {
+		return nil, fmt.Errorf("mtx: line %d: more entries than the %d announced", line, ne)
+	} else if !errors.Is(err, io.EOF) {
+		return nil, err
 	}
 	m := &csrMatrix{nrow: nr, ncol: nc, rowptr: make([]uint32, nr+1),
 		colind: make([]uint32, len(entries)), val: make([]float64, len(entries))}
@@ -341,4 +431,23 @@ func readMTX(r io.Reader) (*csrMatrix, error) {
 		fill[e.r]++
 	}
 	return m, nil
+}
+
+// mtxEntryHint is how many entries to reserve for reading r: as many as its
+// remaining bytes can hold when it tells its size (a file, a bytes.Reader),
+// else mtxPrealloc. It never trusts the file's own size line.
+func mtxEntryHint(r io.Reader) int {
+	var n int64 = -1
+	switch v := r.(type) {
+	case interface{ Len() int }:
+		n = int64(v.Len())
+	case interface{ Stat() (os.FileInfo, error) }:
+		if fi, err := v.Stat(); err == nil && fi.Mode().IsRegular() {
+			n = fi.Size()
+		}
+	}
+	if n < 0 {
+		return mtxPrealloc
+	}
+	return int(min(n/mtxMinEntryLine+1, maxMTXEntries))
 }

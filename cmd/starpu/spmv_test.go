@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,6 +50,91 @@ func TestReadMTX(t *testing.T) {
 		if _, err := readMTX(strings.NewReader(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("readMTX(%q) = %v, want %q", c.in, err, c.want)
 		}
+	}
+}
+
+// allocated is how many bytes f allocates.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// mtxAllocBound is what readMTX may allocate for an input of n bytes: a
+// fixed part (row pointers up to mtxFreeDim rows, the scanner's buffer)
+// and a part proportional to the input.
+func mtxAllocBound(n int) uint64 { return 16<<20 + 256*uint64(n) }
+
+// failingReader returns its data, then err.
+type failingReader struct {
+	data string
+	err  error
+}
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.data == "" {
+		return 0, r.err
+	}
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// A hostile file cannot make readMTX allocate from its size line, and every
+// inconsistency is an error that names the line.
+func TestReadMTXHostile(t *testing.T) {
+	const hdr = "%%MatrixMarket matrix coordinate real general\n"
+	longLine := hdr + "2 2 1\n1 1 " + strings.Repeat("1", 1<<20+10) + "\n"
+	for _, c := range []struct {
+		name string
+		in   io.Reader
+		size int // input bytes, for the allocation bound
+		want string
+	}{
+		// The probe's 60-byte file: 16 GiB of rowptr and 32 GiB of entries
+		// asked for by the header alone.
+		{"huge header", strings.NewReader(hdr + "4294967294 4294967294 2147483648\n"), 90, "2147483648 entries announced, at most 1073741824"},
+		{"many entries announced", strings.NewReader(hdr + "1000 1000 50000000\n1 1 1\n"), 80, "50000000 entries announced, 1 found"},
+		{"huge dimensions", strings.NewReader(hdr + "100000000 100000000 1\n1 1 1\n"), 80, "a 100000000x100000000 matrix with 1 entries is not supported"},
+		{"dimensions past the limit", strings.NewReader(hdr + "2000000000 1 2000000000\n"), 80, "at most 1073741824"},
+		{"dimension beyond int64", strings.NewReader(hdr + "99999999999999999999 1 1\n"), 80, "line 2: want <rows> <cols> <entries>"},
+		{"negative entries", strings.NewReader(hdr + "2 2 -1\n"), 60, "line 2: want <rows> <cols> <entries>"},
+		{"size line with 4 fields", strings.NewReader(hdr + "2 2 1 7\n1 1 1\n"), 60, "line 2: want <rows> <cols> <entries>"},
+		{"line too long", strings.NewReader(longLine), len(longLine), "line 3 is longer than 1048576 bytes: bufio.Scanner: token too long"},
+		{"read error", &failingReader{hdr + "2 2 2\n1 1 1\n", errors.New("disk on fire")}, 80, "line 4: disk on fire"},
+		{"read error in the header", &failingReader{"", errors.New("disk on fire")}, 0, "line 1: disk on fire"},
+		{"more entries than announced", strings.NewReader(hdr + "2 2 1\n1 1 1\n% c\n2 2 1\n"), 80, "line 5: more entries than the 1 announced"},
+		{"column outside", strings.NewReader(hdr + "2 2 1\n1 3 1\n"), 60, "line 3: entry (1, 3) outside the 2x2 matrix"},
+		{"zero index", strings.NewReader(hdr + "2 2 1\n0 1 1\n"), 60, "line 3: entry (0, 1) outside the 2x2 matrix"},
+		{"index beyond int64", strings.NewReader(hdr + "2 2 1\n1 99999999999999999999 1\n"), 80, "must be whole numbers"},
+		{"fractional index", strings.NewReader(hdr + "2 2 1\n1.5 1 1\n"), 60, "line 3: entry (1.5, 1): row and column must be whole numbers"},
+		{"NaN", strings.NewReader(hdr + "2 2 1\n1 1 NaN\n"), 60, `line 3: value "NaN" is not a finite number`},
+		{"infinity", strings.NewReader(hdr + "2 2 1\n1 1 -Inf\n"), 60, `line 3: value "-Inf" is not a finite number`},
+		{"overflowing value", strings.NewReader(hdr + "2 2 1\n1 1 1e999\n"), 60, `line 3: value "1e999"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			n := allocated(func() { _, err = readMTX(c.in) })
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want %q", err, c.want)
+			}
+			if bound := mtxAllocBound(c.size); n > bound {
+				t.Errorf("allocated %d bytes for %d bytes of input, bound %d", n, c.size, bound)
+			}
+		})
+	}
+	// The limits still let a large but plausible matrix through: 2^21 rows
+	// with one entry per 16 rows.
+	var b strings.Builder
+	b.WriteString(hdr + "2097152 2097152 131072\n")
+	for k := 0; k < 131072; k++ {
+		b.WriteString(strconv.Itoa(16*k+1) + " " + strconv.Itoa(k+1) + " 1\n")
+	}
+	m, err := readMTX(strings.NewReader(b.String()))
+	if err != nil || m.nrow != 2097152 || m.nnz() != 131072 || m.rowptr[m.nrow] != 131072 {
+		t.Fatalf("sparse 2^21 rows: %v", err)
 	}
 }
 
@@ -104,7 +192,8 @@ func TestRunSpmvErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "spmv", "--nnz", "1000", "--nblocks", "0"}, "need 0 < nblocks (0) <= rows"},
+		{[]string{"run", "spmv", "--nnz", "1000", "--nblocks", "0"}, "spmv: --nblocks 0 is out of range"},
+		{[]string{"run", "spmv", "--nnz", "1000", "--nblocks", "1000"}, "need 0 < nblocks (1000) <= rows (196)"},
 		{[]string{"run", "spmv", "--matrix", "dense"}, `unknown --matrix "dense"`},
 		{[]string{"run", "spmv", "--mtx", bad}, "line 3: entry (3, 1) outside the 2x2 matrix"},
 		{[]string{"run", "spmv", "--mtx", bad + ".missing"}, "no such file"},

@@ -25,8 +25,15 @@ func vectorScal(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *size <= 0 || *parts <= 0 || *parts > *size {
+	const cmd = "vector-scal"
+	if err := checkFlags(checkFlag(cmd, "size", *size, 1, maxVectorSize), checkFlag(cmd, "nparts", *parts, 1, maxParts)); err != nil {
+		return err
+	}
+	if *parts > *size {
 		return fmt.Errorf("vector-scal: need 0 < nparts (%d) <= size (%d)", *parts, *size)
+	}
+	if math.IsNaN(*factor) || math.IsInf(*factor, 0) {
+		return fmt.Errorf("vector-scal: --factor %g is not a finite number", *factor)
 	}
 	rt, err := rf.start(ctx)
 	if err != nil {

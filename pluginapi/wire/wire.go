@@ -90,6 +90,33 @@ const (
 // ErrShort reports a message shorter than its type requires.
 var ErrShort = errors.New("wire: short message")
 
+// ErrType reports a message decoded as a type it is not.
+var ErrType = errors.New("wire: wrong message type")
+
+// header checks that b is at least size bytes of a message of type typ.
+// It inlines into the decoders; the error's formatting does not.
+func header(b []byte, size int, typ uint32) error {
+	if len(b) < size {
+		return ErrShort
+	}
+	if le.Uint32(b) != typ {
+		return typeError(le.Uint32(b), typ)
+	}
+	return nil
+}
+
+func typeError(got, want uint32) error {
+	return fmt.Errorf("%w %d, want %d", ErrType, got, want)
+}
+
+// fits reports whether b holds a header of hdr bytes, n items of size
+// bytes and extra bytes more. n and extra come from the message: the sum
+// is computed in 64 bits, where it cannot overflow, so that a lying count
+// is short on every platform (on 32-bit ones, int(n)*size would wrap).
+func fits(b []byte, hdr int, n uint32, size int, extra uint32) bool {
+	return uint64(hdr)+uint64(n)*uint64(size)+uint64(extra) <= uint64(len(b))
+}
+
 // Type returns a message's type.
 func Type(msg []byte) uint32 {
 	if len(msg) < 4 {
@@ -116,8 +143,8 @@ type Push struct {
 	// aliases the message after Decode.
 	Transfer []int64
 	// Exec is the task's Exec message when Flags has PushExec; it aliases
-	// the message after Decode. (The core encodes it in place after the
-	// Push instead.)
+	// the message after Decode, without the bytes that follow the Exec, if
+	// any. (The core encodes it in place after the Push instead.)
 	Exec []byte
 }
 
@@ -148,8 +175,8 @@ func (p *Push) Encode(b []byte) {
 
 // Decode reads p from b, reusing p.Transfer's storage.
 func (p *Push) Decode(b []byte) error {
-	if len(b) < PushHeaderSize {
-		return ErrShort
+	if err := header(b, PushHeaderSize, TypePush); err != nil {
+		return err
 	}
 	p.Priority = int32(le.Uint32(b[4:]))
 	p.ID = le.Uint64(b[8:])
@@ -158,13 +185,14 @@ func (p *Push) Decode(b []byte) error {
 	p.ReleasedBy = int32(le.Uint32(b[24:]))
 	p.Codelet = le.Uint32(b[28:])
 	p.Flags = le.Uint32(b[32:])
-	n := int(le.Uint32(b[36:]))
+	n32 := le.Uint32(b[36:])
 	for i := range p.Length {
 		p.Length[i] = int64(le.Uint64(b[40+8*i:]))
 	}
-	if len(b) < PushLen(n) {
-		return fmt.Errorf("wire: push of %d bytes for %d nodes: %w", len(b), n, ErrShort)
+	if !fits(b, PushHeaderSize, n32, TransferSize, 0) {
+		return fmt.Errorf("wire: push of %d bytes for %d nodes: %w", len(b), n32, ErrShort)
 	}
+	n := int(n32)
 	p.Transfer = p.Transfer[:0]
 	q := b[PushHeaderSize:]
 	for i := 0; i < n; i++ {
@@ -179,9 +207,11 @@ func (p *Push) Decode(b []byte) error {
 		if t := Type(p.Exec); t != TypeExec {
 			return fmt.Errorf("wire: push flagged PushExec ends with message type %d, not an Exec", t)
 		}
-		if size := ExecSize(int(le.Uint32(p.Exec[16:])), int(le.Uint32(p.Exec[20:]))); len(p.Exec) < size {
-			return fmt.Errorf("wire: push ends with %d bytes of a %d-byte Exec: %w", len(p.Exec), size, ErrShort)
+		nb, argLen := le.Uint32(p.Exec[16:]), le.Uint32(p.Exec[20:])
+		if !fits(p.Exec, ExecHeaderSize, nb, BufferDescSize, argLen) {
+			return fmt.Errorf("wire: push ends with %d bytes of an Exec for %d buffers and %d argument bytes: %w", len(p.Exec), nb, argLen, ErrShort)
 		}
+		p.Exec = p.Exec[:ExecSize(int(nb), int(argLen))]
 	}
 	return nil
 }
@@ -204,8 +234,8 @@ func (d *Done) Encode(b []byte) {
 
 // Decode reads d from b.
 func (d *Done) Decode(b []byte) error {
-	if len(b) < DoneSize {
-		return ErrShort
+	if err := header(b, DoneSize, TypeDone); err != nil {
+		return err
 	}
 	d.Worker = int32(le.Uint32(b[4:]))
 	d.ID = le.Uint64(b[8:])
@@ -232,8 +262,8 @@ func (a *Assign) Encode(b []byte) {
 
 // Decode reads a from b.
 func (a *Assign) Decode(b []byte) error {
-	if len(b) < AssignSize {
-		return ErrShort
+	if err := header(b, AssignSize, TypeAssign); err != nil {
+		return err
 	}
 	a.Worker = int32(le.Uint32(b[4:]))
 	a.ID = le.Uint64(b[8:])
@@ -283,15 +313,16 @@ func (w *Workers) Encode(b []byte) {
 
 // Decode reads w from b, reusing w.Workers' storage.
 func (w *Workers) Decode(b []byte) error {
-	if len(b) < WorkersHeader {
-		return ErrShort
+	if err := header(b, WorkersHeader, TypeWorkers); err != nil {
+		return err
 	}
 	w.Op = le.Uint32(b[4:])
 	w.Seq = le.Uint64(b[8:])
-	n := int(le.Uint32(b[16:]))
-	if len(b) < WorkersLen(n) {
-		return fmt.Errorf("wire: workers message of %d bytes for %d workers: %w", len(b), n, ErrShort)
+	n32 := le.Uint32(b[16:])
+	if !fits(b, WorkersHeader, n32, WorkerSize, 0) {
+		return fmt.Errorf("wire: workers message of %d bytes for %d workers: %w", len(b), n32, ErrShort)
 	}
+	n := int(n32)
 	w.Workers = w.Workers[:0]
 	q := b[WorkersHeader:]
 	for i := 0; i < n; i++ {
@@ -355,16 +386,16 @@ func EncodeBuffer(p []byte, d *BufferDesc) {
 
 // Decode reads e from b, reusing e.Buffers' storage. e.Arg aliases b.
 func (e *Exec) Decode(b []byte) error {
-	if len(b) < ExecHeaderSize {
-		return ErrShort
+	if err := header(b, ExecHeaderSize, TypeExec); err != nil {
+		return err
 	}
 	e.Kernel = le.Uint32(b[4:])
 	e.ID = le.Uint64(b[8:])
-	n := int(le.Uint32(b[16:]))
-	argLen := int(le.Uint32(b[20:]))
-	if len(b) < ExecSize(n, argLen) {
-		return fmt.Errorf("wire: exec message of %d bytes for %d buffers and %d argument bytes: %w", len(b), n, argLen, ErrShort)
+	n32, argLen32 := le.Uint32(b[16:]), le.Uint32(b[20:])
+	if !fits(b, ExecHeaderSize, n32, BufferDescSize, argLen32) {
+		return fmt.Errorf("wire: exec message of %d bytes for %d buffers and %d argument bytes: %w", len(b), n32, argLen32, ErrShort)
 	}
+	n, argLen := int(n32), int(argLen32)
 	e.Buffers = e.Buffers[:0]
 	p := b[ExecHeaderSize:]
 	for i := 0; i < n; i++ {
@@ -411,8 +442,8 @@ func (a *Alloc) Encode(b []byte) {
 
 // Decode reads a from b.
 func (a *Alloc) Decode(b []byte) error {
-	if len(b) < AllocSize {
-		return ErrShort
+	if err := header(b, AllocSize, TypeAlloc); err != nil {
+		return err
 	}
 	a.Node = le.Uint32(b[4:])
 	a.ID = le.Uint64(b[8:])
@@ -438,8 +469,8 @@ func (f *Free) Encode(b []byte) {
 
 // Decode reads f from b.
 func (f *Free) Decode(b []byte) error {
-	if len(b) < FreeSize {
-		return ErrShort
+	if err := header(b, FreeSize, TypeFree); err != nil {
+		return err
 	}
 	f.Node = le.Uint32(b[4:])
 	f.Buffer = le.Uint64(b[8:])
@@ -486,13 +517,14 @@ func (c *Copy) Encode(b []byte) {
 
 // Decode reads c from b, reusing c.Ranges' storage.
 func (c *Copy) Decode(b []byte) error {
-	if len(b) < CopyHeaderSize {
-		return ErrShort
+	if err := header(b, CopyHeaderSize, TypeCopy); err != nil {
+		return err
 	}
-	n := int(le.Uint32(b[4:]))
-	if len(b) < CopyLen(n) {
-		return fmt.Errorf("wire: copy of %d bytes for %d ranges: %w", len(b), n, ErrShort)
+	n32 := le.Uint32(b[4:])
+	if !fits(b, CopyHeaderSize, n32, CopyRangeSize, 0) {
+		return fmt.Errorf("wire: copy of %d bytes for %d ranges: %w", len(b), n32, ErrShort)
 	}
+	n := int(n32)
 	c.ID = le.Uint64(b[8:])
 	c.SrcNode = le.Uint32(b[16:])
 	c.DstNode = le.Uint32(b[20:])
@@ -538,17 +570,18 @@ func (c *Completion) Encode(b []byte) {
 
 // Decode reads c from b; c.Err aliases b.
 func (c *Completion) Decode(b []byte) error {
-	if len(b) < CompletionSize {
-		return ErrShort
+	if err := header(b, CompletionSize, TypeCompletion); err != nil {
+		return err
 	}
 	c.Failed = le.Uint32(b[4:]) != 0
 	c.ID = le.Uint64(b[8:])
 	c.StartNs = int64(le.Uint64(b[16:]))
 	c.EndNs = int64(le.Uint64(b[24:]))
-	n := int(le.Uint32(b[32:]))
-	if len(b) < CompletionSize+n {
-		return ErrShort
+	n32 := le.Uint32(b[32:])
+	if !fits(b, CompletionSize, 0, 0, n32) {
+		return fmt.Errorf("wire: completion of %d bytes with a %d-byte error: %w", len(b), n32, ErrShort)
 	}
+	n := int(n32)
 	c.Err = b[CompletionSize : CompletionSize+n]
 	return nil
 }

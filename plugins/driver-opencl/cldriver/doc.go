@@ -10,7 +10,10 @@
 // STARPU_LIMIT_OPENCL_MEM (MiB, or limit_mem_mib) when smaller; the driver
 // refuses allocations beyond it. STARPU_NOPENCL (ndevices) caps the number
 // of devices. Environment variables override the config block. When no
-// device qualifies, the fingerprint's Note says why.
+// device qualifies, the fingerprint's Note says why. A malformed or negative
+// STARPU_LIMIT_OPENCL_MEM fails the fingerprint, naming the variable, once a
+// device would be capped by it; while the driver uses no device it is only
+// mentioned in the Note, so that it cannot stop a runtime without OpenCL.
 //
 // # Worker
 //

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -74,6 +75,9 @@ type loadedKey struct {
 type settings struct {
 	onCPUs   bool
 	limitMiB int64 // < 0: no limit
+	// limitErr is a malformed EnvLimitMem: an error once a device would be
+	// capped by it, a remark in the Note while no device is used.
+	limitErr error
 	ndevices int64 // < 0: all
 	// from says where ndevices came from, for the Note.
 	ndevFrom string
@@ -150,11 +154,12 @@ func (d *Driver) effective() (settings, error) {
 		s.onCPUs = b
 	}
 	if v, ok := os.LookupEnv(EnvLimitMem); ok && v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return s, fmt.Errorf("driver-opencl: %s=%q: want a size in MiB", EnvLimitMem, v)
+		n, err := parseLimitMiB(v)
+		if err != nil {
+			s.limitErr = fmt.Errorf("environment variable %s=%q: %w", EnvLimitMem, v, err)
+		} else {
+			s.limitMiB = n
 		}
-		s.limitMiB = n
 	}
 	if v, ok := os.LookupEnv(EnvNDevices); ok && v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -164,6 +169,31 @@ func (d *Driver) effective() (settings, error) {
 		s.ndevices, s.ndevFrom = n, EnvNDevices+"="+v
 	}
 	return s, nil
+}
+
+// parseLimitMiB parses a value of EnvLimitMem: a whole number of MiB, 0 or
+// more (surrounding spaces allowed, as core/config allows them). A value
+// beyond any device's memory leaves the devices uncapped.
+func parseLimitMiB(v string) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(strings.TrimSpace(v), "-"):
+		return math.MaxInt64, nil
+	case err != nil:
+		return 0, errors.New("want a whole number of MiB, 0 or more")
+	case n < 0:
+		return 0, errors.New("must not be negative (unset it for no limit)")
+	}
+	return n, nil
+}
+
+// capBytes is a device's memory of mem bytes capped at limitMiB MiB (no cap
+// when limitMiB < 0), without overflowing for large limits.
+func capBytes(mem uint64, limitMiB int64) uint64 {
+	if limitMiB < 0 || uint64(limitMiB) > mem>>20 {
+		return mem
+	}
+	return uint64(limitMiB) << 20
 }
 
 // unit is one OpenCL device the driver uses.
@@ -188,19 +218,26 @@ func (d *Driver) discover() (*discovery, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A malformed limit matters only once a device would be capped by it.
+	ignored := func(d *discovery) *discovery {
+		if s.limitErr != nil {
+			d.note += fmt.Sprintf("; ignored, as no device uses it: %v", s.limitErr)
+		}
+		return d
+	}
 	if s.ndevices == 0 {
-		return &discovery{note: "OpenCL disabled by " + s.ndevFrom}, nil
+		return ignored(&discovery{note: "OpenCL disabled by " + s.ndevFrom}), nil
 	}
 	ps, err := cl.Platforms()
 	if err != nil {
 		var ce *cl.Error
 		if errors.As(err, &ce) && ce.Code == cl.PlatformNotFoundKHR {
-			return &discovery{note: "no OpenCL platform (" + err.Error() + "): is an OpenCL ICD such as pocl-opencl-icd installed?"}, nil
+			return ignored(&discovery{note: "no OpenCL platform (" + err.Error() + "): is an OpenCL ICD such as pocl-opencl-icd installed?"}), nil
 		}
 		return nil, fmt.Errorf("driver-opencl: %w", err)
 	}
 	if len(ps) == 0 {
-		return &discovery{note: "no OpenCL platform: is an OpenCL ICD such as pocl-opencl-icd installed?"}, nil
+		return ignored(&discovery{note: "no OpenCL platform: is an OpenCL ICD such as pocl-opencl-icd installed?"}), nil
 	}
 	disc := &discovery{fp64: true}
 	var skipped, platforms []string
@@ -226,10 +263,7 @@ func (d *Driver) discover() (*discovery, error) {
 			if s.ndevices >= 0 && int64(len(disc.units)) >= s.ndevices {
 				continue
 			}
-			u := unit{platform: pname, dev: dev, info: info, limit: info.GlobalMemSize}
-			if s.limitMiB >= 0 && uint64(s.limitMiB)<<20 < u.limit {
-				u.limit = uint64(s.limitMiB) << 20
-			}
+			u := unit{platform: pname, dev: dev, info: info, limit: capBytes(info.GlobalMemSize, s.limitMiB)}
 			disc.fp64 = disc.fp64 && info.HasExtension("cl_khr_fp64")
 			disc.units = append(disc.units, u)
 		}
@@ -245,6 +279,10 @@ func (d *Driver) discover() (*discovery, error) {
 	}
 	if len(disc.units) == 0 {
 		disc.fp64 = false
+		return ignored(disc), nil
+	}
+	if s.limitErr != nil {
+		return nil, fmt.Errorf("driver-opencl: %w", s.limitErr)
 	}
 	return disc, nil
 }

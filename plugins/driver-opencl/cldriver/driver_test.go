@@ -115,7 +115,6 @@ func TestFingerprint(t *testing.T) {
 			env, want string
 		}{
 			{EnvNDevices + "=two", `STARPU_NOPENCL="two": want a number of devices`},
-			{EnvLimitMem + "=-3", `STARPU_LIMIT_OPENCL_MEM="-3": want a size in MiB`},
 			{EnvOnCPUs + "=yes please", `STARPU_OPENCL_ON_CPUS="yes please": want 0 or 1`},
 		} {
 			_, err := inProcess(t, newArena(t), c.env).Fingerprint(ctxT(t))
@@ -135,6 +134,79 @@ func TestFingerprint(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLimitMemEnv checks STARPU_LIMIT_OPENCL_MEM: a malformed or negative
+// value is an error naming the variable once a device would be capped by
+// it, and only a remark in the Note while the driver uses no device (so
+// that it cannot abort the runtime's Init on a machine without OpenCL); a
+// limit beyond the device's memory leaves it uncapped.
+func TestLimitMemEnv(t *testing.T) {
+	m := probe(t)
+	emptyICD := t.TempDir()
+	cases := []struct {
+		name   string
+		device bool // needs an OpenCL device
+		plugin bool // through a plugin process
+		env    []string
+		units  int    // -1: the device count
+		bytes  uint64 // node 0's size; 0: the device's memory
+		want   string // error substring; "" means none
+		note   string // Note substring
+	}{
+		{name: "negative, OpenCL disabled", env: []string{EnvNDevices + "=0", EnvLimitMem + "=-1"},
+			note: `OpenCL disabled by STARPU_NOPENCL=0; ignored, as no device uses it: environment variable STARPU_LIMIT_OPENCL_MEM="-1": must not be negative`},
+		{name: "malformed, OpenCL disabled", env: []string{EnvNDevices + "=0", EnvLimitMem + "=lots"},
+			note: `STARPU_LIMIT_OPENCL_MEM="lots": want a whole number of MiB`},
+		{name: "negative, no OpenCL platform", plugin: true, env: []string{"OCL_ICD_VENDORS=" + emptyICD, EnvOnCPUs + "=1", EnvLimitMem + "=-1"},
+			note: "?; ignored, as no device uses it: environment variable STARPU_LIMIT_OPENCL_MEM=\"-1\""},
+		{name: "negative, device used", device: true, env: []string{EnvOnCPUs + "=1", EnvLimitMem + "=-1"},
+			want: `driver-opencl: environment variable STARPU_LIMIT_OPENCL_MEM="-1": must not be negative (unset it for no limit)`},
+		{name: "negative, device used, plugin", device: true, plugin: true, env: []string{EnvOnCPUs + "=1", EnvLimitMem + "=-1"},
+			want: `STARPU_LIMIT_OPENCL_MEM="-1": must not be negative`},
+		{name: "malformed, device used", device: true, env: []string{EnvOnCPUs + "=1", EnvLimitMem + "=1.5"},
+			want: `STARPU_LIMIT_OPENCL_MEM="1.5": want a whole number of MiB, 0 or more`},
+		{name: "spaces", device: true, env: []string{EnvOnCPUs + "=1", EnvLimitMem + "= 64 "}, units: -1, bytes: 64 << 20},
+		{name: "2^44 MiB does not wrap to 0", device: true, env: []string{EnvOnCPUs + "=1", EnvLimitMem + "=17592186044416"}, units: -1},
+		{name: "beyond int64", device: true, env: []string{EnvOnCPUs + "=1", EnvLimitMem + "=99999999999999999999"}, units: -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.device && m.cpus+m.others == 0 {
+				t.Skip("no OpenCL device on this machine (install pocl-opencl-icd for a CPU one)")
+			}
+			start := inProcess
+			if c.plugin {
+				start = launch
+			}
+			fp, err := start(t, newArena(t), c.env...).Fingerprint(ctxT(t))
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("error %v, want %q", err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			units := c.units
+			if units < 0 {
+				units = m.cpus + m.others
+			}
+			if len(fp.Nodes) != units || !strings.Contains(fp.Note, c.note) {
+				t.Fatalf("%d nodes, note %q; want %d nodes, note %q", len(fp.Nodes), fp.Note, units, c.note)
+			}
+			if units > 0 && m.others == 0 {
+				want := c.bytes
+				if want == 0 {
+					want = m.cpuMem
+				}
+				if fp.Nodes[0].Bytes != want {
+					t.Errorf("node bytes %d, want %d", fp.Nodes[0].Bytes, want)
+				}
+			}
+		})
+	}
 }
 
 // TestScal is the round trip: Alloc, Copy up, Exec scal, Copy down.
