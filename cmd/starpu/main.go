@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
+	"time"
 )
 
 const usage = `usage: starpu <command> [flags]
@@ -34,9 +36,22 @@ commands:
 Run "starpu <command> -h" for the flags of a command.
 `
 
+// interruptGrace is how long the tool waits, after Ctrl-C or SIGTERM, for
+// the command to stop and the runtime to shut down before it exits anyway
+// (the plugin processes die with it: they get SIGKILL when the core exits).
+const interruptGrace = 5 * time.Second
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		// A second signal kills at once: the default action is back.
+		stop()
+		time.Sleep(interruptGrace)
+		fmt.Fprintf(os.Stderr, "starpu: interrupted, and the runtime did not stop within %s; exiting\n", interruptGrace)
+		os.Exit(130)
+	}()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(2)
