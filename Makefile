@@ -22,6 +22,8 @@ build:
 	$(GO) build -o $(BIN)/plugins/sched-eager ./examples/sched-eager
 	$(GO) build -o $(BIN)/plugins/iface-csr ./plugins/iface-csr
 	$(GO) build -o $(BIN)/plugins/iface-coo ./plugins/iface-coo
+	@# The loader refuses group- or world-writable plugins (umask 002 makes them so).
+	chmod go-w $(BIN)/plugins $(BIN)/plugins/*
 
 setup:
 	bash scripts/setup.sh

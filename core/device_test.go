@@ -509,7 +509,7 @@ kernel void twice(global float *x, uint nx) {
 // A device driver that cannot start costs its devices, not the runtime: the
 // CPU workers run and the runtime says what happened to the driver.
 func TestDeviceDriverFailsToStart(t *testing.T) {
-	t.Setenv("CRASHY_EXIT_AT_START", "1")
+	t.Setenv("STARPU_TEST_CRASHY_EXIT_AT_START", "1")
 	rt := start(t, core.Options{Config: testConfig(brokenDir)})
 	if n := len(rt.Workers()); n != 2 {
 		t.Fatalf("%d workers, want the 2 CPU workers", n)

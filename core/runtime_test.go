@@ -386,7 +386,7 @@ func TestInitErrors(t *testing.T) {
 		{"unknown scheduler", func(c *config.Config) { c.Sched = "nope" }, nil, `unknown scheduler "nope"`},
 		{"missing plugin dir", func(c *config.Config) { c.PluginDir = "/nonexistent/plugins" }, nil, "/nonexistent/plugins"},
 		{"handshake refused", func(c *config.Config) { c.PluginDir = bogusDir }, nil, "sched-ws"},
-		{"driver crashes at start", func(c *config.Config) { c.PluginDir = crashyDir }, map[string]string{"CRASHY_EXIT_AT_START": "1"}, "driver-cpu"},
+		{"driver crashes at start", func(c *config.Config) { c.PluginDir = crashyDir }, map[string]string{"STARPU_TEST_CRASHY_EXIT_AT_START": "1"}, "driver-cpu"},
 		{"bad plugin config", func(c *config.Config) {
 			c.Plugins = map[string]config.Plugin{"sched-ws": {Name: "sched-ws", Config: base.Config{"stael": true}}}
 		}, nil, `unknown attribute "stael"`},

@@ -54,9 +54,12 @@ var LogLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
 // Config is the runtime's configuration.
 type Config struct {
 	// PluginDir is where plugin binaries are found. Default: the "plugins"
-	// directory beside the running executable. A relative path from the file
-	// or the environment is kept as written (relative to the working
-	// directory).
+	// directory beside the running executable. A relative plugin_dir in a
+	// configuration file is relative to the file's directory (DecodeFile;
+	// Decode and Parse, which have no file, refuse it); a relative
+	// STARPU_PLUGIN_DIR is relative to the working directory, and made
+	// absolute by ApplyEnv. The loader refuses a plugin directory that
+	// others than the current user or root could write.
 	PluginDir string
 	// Sched is the name of the scheduling policy. Default "ws".
 	Sched string

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -59,6 +60,12 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 		n.Sched = v
 	}
 	if v, ok := lookup(EnvPluginDir); ok {
+		// Relative to the working directory, as a path typed in a shell
+		// is; made absolute now, so that it names one directory for the
+		// life of the process and in messages.
+		if abs, err := filepath.Abs(v); err == nil {
+			v = abs
+		}
 		n.PluginDir = v
 	}
 	integer(EnvNCPU, &n.NCPU, -1, int(^uint(0)>>1), "an integer >= 0, or -1 for one worker per core")

@@ -2,10 +2,12 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"math/big"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -69,30 +71,108 @@ func Parse(src []byte, filename string) (*Config, error) {
 	return c, nil
 }
 
+// MaxFileSize is the largest configuration file accepted, in bytes.
+const MaxFileSize = 1 << 20
+
 // DecodeFile reads the configuration file at path and overlays it on c, as
-// LoadFile does on Default(). Use it to start from defaults of one's own. On
-// error c is left unchanged.
+// LoadFile does on Default(). Use it to start from defaults of one's own.
+// The file must be a regular file (or a symbolic link to one) of at most
+// MaxFileSize bytes. A relative plugin_dir in it is relative to the file's
+// directory. On error c is left unchanged.
 func (c *Config) DecodeFile(path string) error {
-	src, err := os.ReadFile(path)
+	src, err := readFile(path)
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	return c.Decode(src, path)
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return c.decodeIn(src, path, dir)
+}
+
+// readFile reads a configuration file: a regular file of at most
+// MaxFileSize bytes. Anything else (a device such as /dev/zero, a FIFO that
+// would block, a directory) is refused before it is opened; a file that
+// grows past the limit while it is read is refused too.
+func readFile(path string) ([]byte, error) {
+	regular := func(fi os.FileInfo) error {
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("not a regular file (%s)", fileKind(fi.Mode()))
+		}
+		if fi.Size() > MaxFileSize {
+			return fmt.Errorf("%d bytes, more than the %d accepted", fi.Size(), MaxFileSize)
+		}
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := regular(fi); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// The path may name another file by now.
+	if fi, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if err := regular(fi); err != nil {
+		return nil, err
+	}
+	src, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(src) > MaxFileSize {
+		return nil, fmt.Errorf("more than the %d bytes accepted", MaxFileSize)
+	}
+	return src, nil
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "mode " + m.String()
 }
 
 // Decode overlays the configuration file contents src (named filename) on c:
 // attributes present in the file replace c's values and each plugin block
-// replaces c's entry of the same name. On error c is left unchanged.
+// replaces c's entry of the same name. src does not come from a file that a
+// relative path could be relative to, so a relative plugin_dir is an error
+// (DecodeFile takes it relative to the file's directory). On error c is left
+// unchanged.
 func (c *Config) Decode(src []byte, filename string) error {
+	return c.decodeIn(src, filename, "")
+}
+
+// decodeIn is Decode with the directory a relative plugin_dir is relative
+// to; "" makes a relative plugin_dir an error.
+func (c *Config) decodeIn(src []byte, filename, baseDir string) error {
 	n := c.Clone()
-	if diags := n.decode(src, filename); diags.HasErrors() {
+	if diags := n.decode(src, filename, baseDir); diags.HasErrors() {
 		return fmt.Errorf("config file %s: %w", filename, diagError{diags})
 	}
 	*c = *n
 	return nil
 }
 
-func (c *Config) decode(src []byte, filename string) hcl.Diagnostics {
+func (c *Config) decode(src []byte, filename, baseDir string) hcl.Diagnostics {
 	var (
 		file  *hcl.File
 		diags hcl.Diagnostics
@@ -123,7 +203,10 @@ func (c *Config) decode(src []byte, filename string) hcl.Diagnostics {
 		var d *hcl.Diagnostic
 		switch as.Name {
 		case "plugin_dir":
-			c.PluginDir, d = nonEmptyAttr(attr, val)
+			var dir string
+			if dir, d = nonEmptyAttr(attr, val); d == nil {
+				c.PluginDir, d = pluginDirAttr(attr, dir, baseDir)
+			}
 		case "sched":
 			c.Sched, d = nonEmptyAttr(attr, val)
 		case "log_level":

@@ -40,7 +40,11 @@ const ParentPollInterval = 200 * time.Millisecond
 //     core was killed), besides the SIGKILL-on-parent-death the core asks
 //     the kernel for;
 //   - serves the plugin as kind under APIVersion with go-plugin over gRPC
-//     until the core shuts it down.
+//     until the core shuts it down; when the core asks for mutual TLS (the
+//     core's loader always does: go-plugin's AutoMTLS, the core's
+//     certificate in PLUGIN_CLIENT_CERT), go-plugin's Serve makes the
+//     plugin's certificate and accepts only the core's, with nothing to do
+//     here.
 //
 // Until open returns, the plugin must not write to standard output: it is
 // go-plugin's handshake channel, and a stray line makes the core refuse the

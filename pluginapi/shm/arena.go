@@ -101,7 +101,11 @@ type Arena struct {
 //
 // The memory is an anonymous memfd, never a file in /dev/shm, so nothing is
 // left behind when the processes exit. It is sparse: pages cost memory only
-// once touched.
+// once touched. Its size is sealed once set (F_SEAL_SHRINK, F_SEAL_GROW,
+// then F_SEAL_SEAL so that the seals stay as they are): no process holding
+// the descriptor, a plugin included, can truncate or resize it under the
+// others (ftruncate and growing fallocate fail with EPERM), while Free can
+// still release pages by punching holes.
 func Create(size, controlSize uint64) (*Arena, error) {
 	if size == 0 || size > maxArenaSize {
 		return nil, fmt.Errorf("shm: create arena: size %d out of range (1..%d)", size, uint64(maxArenaSize))

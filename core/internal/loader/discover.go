@@ -52,6 +52,13 @@ func ParseName(file string) (kind base.Kind, name string, ok bool) {
 // links are followed) named "<kind>-<name>" with a known kind, ordered by
 // kind (Kinds) then name. Other files are ignored. A missing or unreadable
 // dir is an error that names it.
+//
+// dir must be safe: it and every directory above it must be owned by the
+// current user or root and writable by their owner only (a directory above
+// it may be writable by all if its sticky bit is set, as /tmp is), else
+// whoever could write them could make the runtime run their code. An
+// unsafe dir is an error wrapping ErrUnsafePath that names the offending
+// directory and its mode. The plugins themselves are checked by Launch.
 func Discover(dir string) ([]Candidate, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -59,6 +66,9 @@ func Discover(dir string) ([]Candidate, error) {
 			return nil, fmt.Errorf("plugin directory %s does not exist", dir)
 		}
 		return nil, fmt.Errorf("plugin directory %s: %w", dir, err)
+	}
+	if err := checkTrusted(dir); err != nil {
+		return nil, fmt.Errorf("plugin directory %s refused: %w", dir, err)
 	}
 	byKind := make(map[base.Kind][]Candidate)
 	for _, e := range entries {

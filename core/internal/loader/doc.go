@@ -12,4 +12,14 @@
 // core dies (Pdeathsig, which is why plugins are forked from one OS thread
 // that never exits), and base.ServeKind's watchdog exits it when its parent
 // changes.
+//
+// The loader runs only trusted files (Discover and Launch refuse a plugin
+// directory or binary that others than the current user or root could
+// change: ErrUnsafePath) and contains what it runs: each plugin is the
+// leader of a process group of its own, killed whole when the plugin exits
+// or fails to start, so that nothing it started outlives it; Plugin.Kill
+// is bounded (KillGrace, then SIGKILL, a stopped process included); the
+// gRPC connection is mutually authenticated (go-plugin's AutoMTLS) over a
+// unix socket in a directory private to the launch and removed with it;
+// and the plugin gets an allow-listed part of the core's environment.
 package loader

@@ -8,11 +8,11 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
 	"golang.org/x/sys/unix"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
@@ -24,7 +24,17 @@ import (
 
 // DefaultStartTimeout bounds a plugin's start (process start and go-plugin
 // handshake) and then its PluginInfo call when Options.StartTimeout is zero.
+// A plugin starts in milliseconds; the margin is for loaded machines.
 const DefaultStartTimeout = 10 * time.Second
+
+// KillGrace is how long Kill lets a plugin shut down gracefully before it
+// kills the plugin's process group with SIGKILL.
+const KillGrace = 2 * time.Second
+
+// killWait bounds the wait, after the SIGKILL, for go-plugin to see the
+// process gone: the process dies at once, so only a process that left the
+// plugin's group and holds its pipes makes Kill wait this long.
+const killWait = pipeGrace + time.Second
 
 // Options are what Launch needs besides the candidate.
 type Options struct {
@@ -47,22 +57,43 @@ type Plugin struct {
 	// candidate's and APIVersions holds base.APIVersion.
 	Info *base.Info
 
-	client *plugin.Client
-	raw    any
-	pid    int
+	client  *plugin.Client
+	runner  *procRunner
+	sockDir string
+	logger  hclog.Logger
+	raw     any
+	pid     int
 }
 
 // Launch starts candidate c as a plugin process and checks it is the plugin
-// its file name says. The process gets the arena as file descriptor
-// base.ArenaFD, SIGKILL when the core dies, the core's environment plus
-// OPENBLAS_NUM_THREADS=1 (a worker is one thread; BLAS libraries must not
-// start their own) and the core's log level (base.EnvLogLevel).
+// its file name says.
 //
-// Every failure kills the process and returns an error that names the
-// plugin and its path and says what happened: binary missing, not
-// executable, not a starpu plugin (handshake refused or never answered),
-// exited during start (with its exit status and the end of its stderr), or
-// not the kind or name its file name says.
+// The binary, its directory and every directory above them must be
+// writable only by their owner, and owned by the current user or root
+// (a directory above may be writable by all if its sticky bit is set, as
+// /tmp is): else Launch refuses it with an error wrapping ErrUnsafePath
+// that names the path and its mode.
+//
+// The process gets the arena as file descriptor base.ArenaFD; SIGKILL when
+// the core dies; a process group of its own, which Kill and every failure
+// kill whole, so that nothing the plugin started survives it; standard
+// input on /dev/null; and an environment made of the core's variables on
+// the allow-list (passEnv, passEnvPrefixes: PATH, HOME, TMPDIR, the
+// locale, STARPU_*, OPENBLAS_*, OMP_*, POCL_*, OCL_*, CUDA_*,
+// LD_LIBRARY_PATH, the Go runtime's), OPENBLAS_NUM_THREADS=1 (a worker is
+// one thread; BLAS libraries must not start their own), the core's log
+// level (base.EnvLogLevel) and go-plugin's variables. The gRPC connection
+// is authenticated both ways by go-plugin's AutoMTLS (certificates made
+// for this launch), over a unix socket in a directory private to this
+// launch (mode 0700), which is removed when the process exits or is
+// killed.
+//
+// Every failure kills the process group and returns an error that names
+// the plugin and its path and says what happened: binary missing, not
+// executable, unsafe, not a starpu plugin (handshake refused, or not
+// answered within the start timeout), exited during start (with its exit
+// status and the end of its stderr), or not the kind or name its file name
+// says.
 //
 // ctx bounds the PluginInfo call; the process start itself is bounded by
 // opt.StartTimeout.
@@ -87,6 +118,9 @@ func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
 	case fi.Mode().Perm()&0o111 == 0 || unix.Access(c.Path, unix.X_OK) != nil:
 		return nil, fail("not executable (mode %s)", fi.Mode().Perm())
 	}
+	if err := checkTrusted(c.Path); err != nil {
+		return nil, fmt.Errorf("plugin %s (%s): refused: %w", c.Label(), c.Path, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fail("%v", err)
 	}
@@ -101,10 +135,16 @@ func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
 	}
 	named := logger.Named(c.Label())
 
-	cmd := exec.Command(c.Path)
-	cmd.ExtraFiles = []*os.File{opt.Arena.File()} // fd 3 == base.ArenaFD
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(os.Environ(),
+	// go-plugin makes the socket directory inside this one, and removes it
+	// in Kill; the runner removes this one when the process exits, killed
+	// or not, so that no socket is left behind (and the next core removes
+	// those of a core that was killed).
+	sockDir, err := newSockDir()
+	if err != nil {
+		return nil, fail("socket directory: %v", err)
+	}
+	p := &Plugin{Candidate: c, sockDir: sockDir, logger: named}
+	env := append(pluginEnv(os.Environ()),
 		"OPENBLAS_NUM_THREADS=1",
 		base.EnvLogLevel+"="+logLevel(logger),
 	)
@@ -112,8 +152,19 @@ func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  base.Handshake,
 		VersionedPlugins: pluginSets(c.Label()),
-		Cmd:              cmd,
-		// The environment is set above, so that ours wins over the core's.
+		RunnerFunc: func(l hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
+			cmd := exec.Command(c.Path)
+			// spec.Env holds go-plugin's variables (cookie, protocol
+			// versions, client certificate, socket directory): they come
+			// last, and the last of duplicates wins.
+			cmd.Env = slices.Concat(env, spec.Env)
+			cmd.ExtraFiles = []*os.File{opt.Arena.File()} // fd 3 == base.ArenaFD
+			p.runner = newProcRunner(l, cmd, p.removeSockDir)
+			return p.runner, nil
+		},
+		UnixSocketConfig: &plugin.UnixSocketConfig{TempDir: sockDir},
+		AutoMTLS:         true,
+		// The environment is the allow-list above, not the core's.
 		SkipHostEnv:      true,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		// go-plugin names the plugin's log lines after the binary, which is
@@ -126,19 +177,17 @@ func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
 		SyncStdout: named.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Info}),
 		SyncStderr: named.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 	})
+	p.client = client
 
 	var rpc plugin.ClientProtocol
 	onSpawnThread(func() { rpc, err = client.Client() })
 	if err != nil {
-		client.Kill() // also waits for the process, so cmd.ProcessState is set
-		return nil, fail("%s", startFailure(err, cmd, timeout, stderr))
+		p.Kill() // waits for the process, so its exit status is known
+		return nil, fail("%s", startFailure(err, p.runner, timeout, stderr))
 	}
-	p := &Plugin{Candidate: c, client: client}
-	if cmd.Process != nil {
-		p.pid = cmd.Process.Pid
-	}
+	p.pid = p.runner.pid
 	killFail := func(format string, args ...any) (*Plugin, error) {
-		client.Kill()
+		p.Kill()
 		return nil, fail(format, args...)
 	}
 	raw, err := rpc.Dispense(string(c.Kind))
@@ -192,15 +241,19 @@ func logLevel(l hclog.Logger) string {
 }
 
 // startFailure says why client.Client() failed, from go-plugin's error, the
-// process's exit status and its stderr.
-func startFailure(err error, cmd *exec.Cmd, timeout time.Duration, stderr *tailWriter) string {
+// process's exit status and its stderr. r is nil when go-plugin failed
+// before making the runner.
+func startFailure(err error, r *procRunner, timeout time.Duration, stderr *tailWriter) string {
 	msg := err.Error()
-	ps := cmd.ProcessState
+	var ps *os.ProcessState
+	if r != nil && r.exited() {
+		ps = r.cmd.ProcessState
+	}
 	exited := ps != nil && ps.Exited()
 	var what string
 	const unrecognized = "Unrecognized remote plugin message: "
 	switch {
-	case cmd.Process == nil:
+	case r == nil || r.pid == 0:
 		what = "cannot start it: " + msg
 	case strings.Contains(msg, "timeout while waiting for plugin to start"):
 		what = fmt.Sprintf("not a starpu plugin: no go-plugin handshake within %s", timeout)
@@ -274,7 +327,39 @@ func (p *Plugin) Done() <-chan struct{} {
 // Pid is the plugin process's id.
 func (p *Plugin) Pid() int { return p.pid }
 
-// Kill shuts the plugin down gracefully (go-plugin asks it to stop and waits
-// up to two seconds before killing it) and waits for the process to end.
-// It may be called more than once.
-func (p *Plugin) Kill() { p.client.Kill() }
+// Kill stops the plugin and waits for its process to end: gracefully
+// first (go-plugin asks it to stop), then, if it has not exited within
+// KillGrace whatever its state (a stopped process included), with SIGKILL
+// to its whole process group. It returns within KillGrace plus a few
+// seconds at worst, and removes the plugin's socket directory. It may be
+// called more than once.
+func (p *Plugin) Kill() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.client.Kill()
+	}()
+	grace := time.NewTimer(KillGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		p.logger.Warn("plugin did not stop within the grace period; killing its process group", "grace", KillGrace, "pid", p.pid)
+		if p.runner != nil {
+			p.runner.Kill(context.Background())
+		}
+		select {
+		case <-done:
+		case <-time.After(killWait):
+			p.logger.Error("plugin process group killed, but go-plugin still waits for it", "pid", p.pid)
+		}
+	}
+	p.removeSockDir()
+}
+
+// removeSockDir removes the directory holding the plugin's socket.
+func (p *Plugin) removeSockDir() {
+	if err := os.RemoveAll(p.sockDir); err != nil {
+		p.logger.Warn("cannot remove the plugin's socket directory", "dir", p.sockDir, "error", err)
+	}
+}

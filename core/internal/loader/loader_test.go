@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 )
@@ -128,9 +131,9 @@ func TestLaunchNotAPluginGarbage(t *testing.T) {
 }
 
 func TestLaunchIgnoresHandshake(t *testing.T) {
-	// exec, so that killing the process closes its pipes (a child holding
-	// them would keep go-plugin waiting).
-	c := script(t, "sched-silent", `echo "some log line" >&2; exec sleep 60`)
+	// sleep is a child of the shell holding its pipes: it is killed with
+	// the plugin's process group (TestLaunchScriptWithChildren).
+	c := script(t, "sched-silent", `echo "some log line" >&2; sleep 60`)
 	start := time.Now()
 	launchErr(t, c, time.Second, "not a starpu plugin: no go-plugin handshake within 1s", "some log line")
 	if d := time.Since(start); d > 10*time.Second {
@@ -334,6 +337,16 @@ func TestPluginDiesWithCore(t *testing.T) {
 			start := time.Now()
 			waitGone(t, pid, "the core was killed")
 			t.Logf("plugin gone %s after the core", time.Since(start).Round(time.Millisecond))
+			// The dead core's socket directory is removed by the next
+			// core's first Launch.
+			stale := filepath.Join(os.TempDir(), fmt.Sprintf("%s%d-*", sockDirPrefix, helper.Process.Pid))
+			if m, _ := filepath.Glob(stale); len(m) != 1 {
+				t.Fatalf("socket directories of the killed core: %v, want one", m)
+			}
+			sweepStaleSockDirs(hclog.NewNullLogger())
+			if m, _ := filepath.Glob(stale); len(m) != 0 {
+				t.Fatalf("socket directories of the killed core left after the sweep: %v", m)
+			}
 		})
 	}
 }

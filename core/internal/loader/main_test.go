@@ -207,7 +207,7 @@ func testLogger(t *testing.T) (hclog.Logger, *syncBuffer) {
 
 // newArena is a fresh arena, closed after the test (after the plugins
 // using it are killed: cleanups run last registered first).
-func newArena(t *testing.T) *shm.Arena {
+func newArena(t testing.TB) *shm.Arena {
 	t.Helper()
 	a, err := shm.Create(8<<20, 64<<10)
 	if err != nil {

@@ -1,7 +1,7 @@
 // Command driver-crashy is a CPU driver for the core's failure tests: the
 // BLAS kernels plus kernels that fail, crash the process (one after
 // writing half its buffer), or sleep. With
-// CRASHY_EXIT_AT_START set it exits before serving, like a plugin that
+// STARPU_TEST_CRASHY_EXIT_AT_START set it exits before serving, like a plugin that
 // crashes at start.
 package main
 
@@ -17,7 +17,7 @@ import (
 )
 
 func main() {
-	if os.Getenv("CRASHY_EXIT_AT_START") != "" {
+	if os.Getenv("STARPU_TEST_CRASHY_EXIT_AT_START") != "" {
 		os.Exit(3)
 	}
 	cpudriver.Serve(cpudriver.WithKernels(kernels.Library()...), cpudriver.WithKernels(
