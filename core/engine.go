@@ -127,6 +127,11 @@ type engine struct {
 	stopping  atomic.Bool
 	done      chan struct{}
 	lastCheck time.Time
+	// The watchdog's (plugin_health.go): tasks completed on workers,
+	// their count at the last check and since when it has not moved, and
+	// when the engine started.
+	completed, wdCompleted uint64
+	wdSince, startedAt     time.Time
 }
 
 func newEngine(rt *Runtime) (*engine, error) {
@@ -198,6 +203,7 @@ func (e *engine) addWorker(d *driverInst, unit int) (*workerState, error) {
 func (e *engine) start() {
 	e.started = true
 	e.lastCheck = time.Now()
+	e.startedAt = e.lastCheck
 	go e.loop()
 }
 
@@ -312,7 +318,7 @@ func (rt *Runtime) deadDrivers() string {
 	var names []string
 	for _, d := range rt.drivers {
 		if d.dead.Load() {
-			names = append(names, fmt.Sprintf("driver-%s (pid %d) exited", d.name, d.proc.Pid()))
+			names = append(names, fmt.Sprintf("driver-%s (pid %d) %s", d.name, d.proc.Pid(), exitNote(d.proc)))
 		}
 	}
 	return strings.Join(names, ", ")
@@ -695,6 +701,7 @@ func (e *engine) drainCompletions() {
 				continue
 			}
 			var err error
+			e.completed++
 			j := e.untrack(c.ID)
 			if j != nil && c.Failed {
 				j.mayHaveRun = true
@@ -732,6 +739,8 @@ func (e *engine) drainCompletions() {
 // checkPlugins fails the tasks held by plugin processes that died.
 func (e *engine) checkPlugins() {
 	e.lastCheck = time.Now()
+	e.checkHeartbeats()
+	e.watchdog(e.lastCheck)
 	rt := e.rt
 	var died []*driverInst
 	for _, d := range rt.drivers {
@@ -739,7 +748,7 @@ func (e *engine) checkPlugins() {
 			continue
 		}
 		d.dead.Store(true)
-		rt.log.Error("driver plugin exited", "driver", d.name, "pid", d.proc.Pid())
+		rt.log.Error("driver plugin "+exitNote(d.proc), "driver", d.name, "pid", d.proc.Pid())
 		died = append(died, d)
 	}
 	// A dead driver's transfers and allocations never complete: fail them,
@@ -757,7 +766,7 @@ func (e *engine) checkPlugins() {
 		}
 		for _, x := range lost {
 			d := x.dev.drv
-			e.finishXfer(x, fmt.Errorf("%w: driver-%s (pid %d) exited during a transfer on %s", ErrPluginCrashed, d.name, d.proc.Pid(), x.dev.name))
+			e.finishXfer(x, fmt.Errorf("%w: driver-%s (pid %d) %s during a transfer on %s", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc), x.dev.name))
 		}
 	}
 	if len(died) > 0 {
@@ -766,13 +775,13 @@ func (e *engine) checkPlugins() {
 	for _, d := range died {
 		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker >= 0 && rt.workers[j.worker].drv == d }) {
 			j.mayHaveRun = true // queued or running there: it may have started
-			e.fail(j, int(j.worker), fmt.Errorf("%w: driver-%s (pid %d) exited while task %q was on worker %d", ErrPluginCrashed, d.name, d.proc.Pid(), j.name(), j.worker))
+			e.fail(j, int(j.worker), fmt.Errorf("%w: driver-%s (pid %d) %s while task %q was on worker %d", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc), j.name(), j.worker))
 		}
 	}
 	if rt.schedP != nil && rt.broken.Load() == nil && rt.schedP.Exited() {
 		// Its last decisions first: the tasks it posted to workers run.
 		e.drainContext(rt.global)
-		err := fmt.Errorf("%w: scheduler sched-%s (pid %d) exited", ErrPluginCrashed, rt.cfg.Sched, rt.schedP.Pid())
+		err := fmt.Errorf("%w: scheduler sched-%s (pid %d) %s", ErrPluginCrashed, rt.cfg.Sched, rt.schedP.Pid(), exitNote(rt.schedP))
 		rt.broken.Store(&err)
 		e.checks.Store(true)
 		rt.log.Error("scheduler plugin exited", "sched", rt.cfg.Sched)
@@ -788,7 +797,7 @@ func (e *engine) checkPlugins() {
 		if c.proc == nil || c.broken.Load() != nil || !c.proc.Exited() {
 			continue
 		}
-		err := fmt.Errorf("%w: scheduler sched-%s of %s (pid %d) exited", ErrPluginCrashed, c.policy, c, c.proc.Pid())
+		err := fmt.Errorf("%w: scheduler sched-%s of %s (pid %d) %s", ErrPluginCrashed, c.policy, c, c.proc.Pid(), exitNote(c.proc))
 		// Under c.mu: a push or workers message either saw the context
 		// broken or is tracked by now, and is failed below.
 		c.mu.Lock()

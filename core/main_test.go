@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CORE_TEST_CHILD") != "" {
 		os.Exit(childRuntime())
 	}
+	if os.Getenv("CORE_TEST_WATCHDOG") != "" {
+		os.Exit(watchdogChild())
+	}
 	os.Exit(run(m))
 }
 

@@ -144,6 +144,8 @@ type Runtime struct {
 	// counts the handles whose data a failed task lost (data_lost.go).
 	fails failQueue
 	nlost atomic.Int32
+	// beats are the plugins' heartbeat slots (plugin_health.go).
+	beats heartbeats
 
 	// access is the state of access modes and arbitration (access.go).
 	access accessRT
@@ -248,7 +250,7 @@ func (rt *Runtime) createArena() error {
 		return fmt.Errorf("create shared-memory arena: %w", err)
 	}
 	rt.arena = a
-	return nil
+	return rt.initHeartbeats()
 }
 
 func discover(dir string) (map[string]loader.Candidate, error) {
@@ -272,13 +274,6 @@ func available(cands map[string]loader.Candidate, kind base.Kind) []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// launch starts plugin c. The start timeout is the loader's default (10 s):
-// a plugin starts in milliseconds, and a binary that never answers the
-// handshake costs the whole timeout (its process group is then killed).
-func (rt *Runtime) launch(ctx context.Context, c loader.Candidate) (*loader.Plugin, error) {
-	return loader.Launch(ctx, c, loader.Options{Arena: rt.arena, Logger: rt.log})
 }
 
 // configure checks a plugin's config block against its schema and applies it.

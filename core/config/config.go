@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 )
@@ -35,6 +36,9 @@ const (
 	DefaultSpinIters = 2000
 	// DefaultLogLevel is the log level used when none is configured.
 	DefaultLogLevel = "warn"
+	// DefaultPluginTimeout is how long a plugin process may miss its
+	// heartbeat before it is reported, killed and handled as crashed.
+	DefaultPluginTimeout = 10 * time.Second
 	// PluginSubdir is the directory, beside the executable, in which plugin
 	// binaries are looked for by default.
 	PluginSubdir = "plugins"
@@ -82,6 +86,21 @@ type Config struct {
 	// models until they are calibrated, 1 keeps calibrating, 2 drops the
 	// stored models and starts again.
 	Calibrate int
+	// PluginTimeout is how long a plugin process may stay silent (miss its
+	// heartbeat: stopped, frozen or hung) before the runtime reports it,
+	// kills it and handles it as crashed; 0 turns the check off. Default
+	// DefaultPluginTimeout.
+	PluginTimeout time.Duration
+	// WatchdogTimeout is StarPU's STARPU_WATCHDOG_TIMEOUT: when no task
+	// has completed for this long while tasks are pending, the runtime
+	// logs an error (again each period it lasts); 0 (the default) turns
+	// the watchdog off. WatchdogCrash (STARPU_WATCHDOG_CRASH) aborts the
+	// process instead, with every goroutine's stack, as StarPU aborts.
+	// WatchdogDelay (STARPU_WATCHDOG_DELAY) delays the first check after
+	// Init.
+	WatchdogTimeout time.Duration
+	WatchdogCrash   bool
+	WatchdogDelay   time.Duration
 	// ModelDir is where performance models and the bus model are stored;
 	// empty means $STARPU_PERF_MODEL_DIR, $STARPU_HOME/.starpu/sampling or
 	// $HOME/.starpu/sampling.
@@ -134,6 +153,8 @@ func Default() *Config {
 		SpinIters:  DefaultSpinIters,
 		LogLevel:   DefaultLogLevel,
 		Plugins:    map[string]Plugin{},
+
+		PluginTimeout: DefaultPluginTimeout,
 	}
 }
 
@@ -194,6 +215,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Calibrate < 0 || c.Calibrate > 2 {
 		errs = append(errs, fmt.Errorf("calibrate: %d is invalid (want 0, 1 or 2)", c.Calibrate))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"plugin_timeout", c.PluginTimeout}, {"watchdog_timeout", c.WatchdogTimeout}, {"watchdog_delay", c.WatchdogDelay}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: %s is invalid (want >= 0)", d.name, d.v))
+		}
 	}
 	for _, k := range sortedKeys(c.Plugins) {
 		p := c.Plugins[k]

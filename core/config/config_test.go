@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -47,6 +48,8 @@ func fullConfig() *Config {
 		SpinIters:  500,
 		ArenaSize:  8 << 30,
 		LogLevel:   "info",
+
+		PluginTimeout: DefaultPluginTimeout,
 		Plugins: map[string]Plugin{
 			"sched-ws": {Name: "sched-ws", Config: base.Config{
 				"steal": true, "victim": "random", "ratio": 0.5, "tries": int64(3),
@@ -69,6 +72,8 @@ func TestDefault(t *testing.T) {
 		SpinIters:  2000,
 		LogLevel:   "warn",
 		Plugins:    map[string]Plugin{},
+
+		PluginTimeout: DefaultPluginTimeout,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() = %+v, want %+v", got, want)
@@ -112,6 +117,11 @@ func TestParse(t *testing.T) {
 		{"ncpu -1 and spin 0", "a.hcl", "ncpu = -1\nspin_iters = 0", func() *Config {
 			c := Default()
 			c.SpinIters = 0
+			return c
+		}},
+		{"plugin timeout and watchdog", "a.hcl", "plugin_timeout = \"1m\"\nwatchdog_timeout = 0.5\nwatchdog_crash = true\nwatchdog_delay = \"2s\"", func() *Config {
+			c := Default()
+			c.PluginTimeout, c.WatchdogTimeout, c.WatchdogCrash, c.WatchdogDelay = time.Minute, 500*time.Millisecond, true, 2*time.Second
 			return c
 		}},
 		{"log level case folded", "a.hcl", `log_level = "DEBUG"`, func() *Config {
@@ -190,6 +200,9 @@ func TestParseErrors(t *testing.T) {
 		{"null", `sched = null`, []string{"test.hcl:1:9", "null"}},
 		{"variable", `sched = foo`, []string{"test.hcl:1:9", "Variables not allowed"}},
 		{"bad size string", `arena_size = "8 gigs"`, []string{"test.hcl:1:14", "arena_size", "gigs"}},
+		{"negative timeout", `plugin_timeout = "-1s"`, []string{"test.hcl:1:18", "plugin_timeout", ">= 0"}},
+		{"timeout word", `watchdog_timeout = "later"`, []string{"watchdog_timeout", "duration"}},
+		{"crash not bool", `watchdog_crash = 1`, []string{"watchdog_crash", "true or false"}},
 		{"negative size", `arena_size = -1`, []string{"test.hcl:1:14", "arena_size"}},
 		{"fractional size", `arena_size = 1.5`, []string{"test.hcl:1:14", "arena_size"}},
 		{"bool size", `arena_size = true`, []string{"test.hcl:1:14", "arena_size", "bool"}},

@@ -3,10 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Environment variables read by ApplyEnv and Load. They keep StarPU's names
@@ -22,6 +24,13 @@ const (
 	EnvLogLevel   = "STARPU_LOG_LEVEL"   // trace|debug|info|warn|error|off
 	EnvCalibrate  = "STARPU_CALIBRATE"   // performance model calibration, 0..2
 	EnvModelDir   = "STARPU_PERF_MODEL_DIR"
+	// EnvPluginTimeout: a Go duration ("10s"), or seconds; 0 turns the
+	// heartbeat check off.
+	EnvPluginTimeout = "STARPU_PLUGIN_TIMEOUT"
+	// StarPU's watchdog: timeout and delay in microseconds, crash 0 or 1.
+	EnvWatchdogTimeout = "STARPU_WATCHDOG_TIMEOUT"
+	EnvWatchdogCrash   = "STARPU_WATCHDOG_CRASH"
+	EnvWatchdogDelay   = "STARPU_WATCHDOG_DELAY"
 )
 
 // ApplyEnv overrides c's values with those of the StarPU environment
@@ -76,6 +85,27 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	if v, ok := lookup(EnvModelDir); ok {
 		n.ModelDir = v
 	}
+	if v, ok := lookup(EnvPluginTimeout); ok {
+		if d, err := ParseDuration(v); err != nil {
+			bad(EnvPluginTimeout, getenv(EnvPluginTimeout), err.Error())
+		} else {
+			n.PluginTimeout = d
+		}
+	}
+	micros := func(name string, dst *time.Duration) {
+		var us int
+		integer(name, &us, 0, int(time.Duration(1<<62)/time.Microsecond), "a whole number of microseconds >= 0")
+		if us > 0 || getenv(name) != "" {
+			*dst = time.Duration(us) * time.Microsecond
+		}
+	}
+	micros(EnvWatchdogTimeout, &n.WatchdogTimeout)
+	micros(EnvWatchdogDelay, &n.WatchdogDelay)
+	crash := -1
+	integer(EnvWatchdogCrash, &crash, 0, 1, "0 or 1")
+	if crash >= 0 {
+		n.WatchdogCrash = crash == 1
+	}
 	if v, ok := lookup(EnvArenaSize); ok {
 		if sz, err := ParseSize(v); err != nil {
 			bad(EnvArenaSize, getenv(EnvArenaSize), err.Error())
@@ -95,6 +125,25 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	}
 	*c = n
 	return nil
+}
+
+// ParseDuration parses a duration as a Go duration ("10s", "1m30s",
+// "250ms") or a plain number of seconds ("10", "0.5"); it must not be
+// negative.
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) || f > float64(1<<62)/float64(time.Second) {
+			return 0, fmt.Errorf("want a duration such as 10s or 250ms, or seconds")
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("want a duration >= 0")
+	}
+	return d, nil
 }
 
 // Load builds the runtime's configuration: Default(), overlaid by the

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestApplyEnv(t *testing.T) {
@@ -29,6 +30,12 @@ func TestApplyEnv(t *testing.T) {
 		{"arena bytes", map[string]string{EnvArenaSize: "4096"}, func(c *Config) { c.ArenaSize = 4096 }},
 		{"log level", map[string]string{EnvLogLevel: "Trace"}, func(c *Config) { c.LogLevel = "trace" }},
 		{"config is not applied", map[string]string{EnvConfig: "/nonexistent"}, func(*Config) {}},
+		{"plugin timeout duration", map[string]string{EnvPluginTimeout: "250ms"}, func(c *Config) { c.PluginTimeout = 250 * time.Millisecond }},
+		{"plugin timeout seconds", map[string]string{EnvPluginTimeout: "2.5"}, func(c *Config) { c.PluginTimeout = 2500 * time.Millisecond }},
+		{"plugin timeout off", map[string]string{EnvPluginTimeout: "0"}, func(c *Config) { c.PluginTimeout = 0 }},
+		{"watchdog", map[string]string{EnvWatchdogTimeout: "1500000", EnvWatchdogDelay: "20", EnvWatchdogCrash: "1"}, func(c *Config) {
+			c.WatchdogTimeout, c.WatchdogDelay, c.WatchdogCrash = 1500*time.Millisecond, 20*time.Microsecond, true
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +65,12 @@ func TestApplyEnvErrors(t *testing.T) {
 		{"queue depth word", EnvQueueDepth, "deep"},
 		{"spin negative", EnvSpinIters, "-1"},
 		{"spin word", EnvSpinIters, "lots"},
+		{"plugin timeout negative", EnvPluginTimeout, "-1s"},
+		{"plugin timeout word", EnvPluginTimeout, "soon"},
+		{"plugin timeout inf", EnvPluginTimeout, "+Inf"},
+		{"watchdog negative", EnvWatchdogTimeout, "-5"},
+		{"watchdog with unit", EnvWatchdogTimeout, "5s"},
+		{"watchdog crash 2", EnvWatchdogCrash, "2"},
 		{"arena unit", EnvArenaSize, "8 gigs"},
 		{"calibrate 3", EnvCalibrate, "3"},
 		{"arena negative", EnvArenaSize, "-8GiB"},

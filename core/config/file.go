@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -30,6 +31,10 @@ var fileSchema = &hcl.BodySchema{
 		{Name: "log_level"},
 		{Name: "calibrate"},
 		{Name: "model_dir"},
+		{Name: "plugin_timeout"},
+		{Name: "watchdog_timeout"},
+		{Name: "watchdog_crash"},
+		{Name: "watchdog_delay"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "plugin", LabelNames: []string{"name"}},
@@ -232,6 +237,20 @@ func (c *Config) decode(src []byte, filename, baseDir string) hcl.Diagnostics {
 			c.Calibrate, d = intAttr(attr, val, 0, 2, "0, 1 or 2")
 		case "model_dir":
 			c.ModelDir, d = stringAttr(attr, val)
+		case "plugin_timeout":
+			c.PluginTimeout, d = durationAttr(attr, val)
+		case "watchdog_timeout":
+			c.WatchdogTimeout, d = durationAttr(attr, val)
+		case "watchdog_delay":
+			c.WatchdogDelay, d = durationAttr(attr, val)
+		case "watchdog_crash":
+			if d = known(attr, val); d == nil {
+				if val.Type() != cty.Bool {
+					d = badType(attr, val, "true or false")
+				} else {
+					c.WatchdogCrash = val.True()
+				}
+			}
 		}
 		if d != nil {
 			diags = append(diags, d)
@@ -464,6 +483,28 @@ func intAttr(attr *hcl.Attribute, val cty.Value, min, max int, want string) (int
 		return 0, invalid(attr, fmt.Sprintf("%s is out of range: want %s.", bf.Text('g', -1), want))
 	}
 	return int(i), nil
+}
+
+// durationAttr reads a duration: a string such as "10s" or a number of
+// seconds.
+func durationAttr(attr *hcl.Attribute, val cty.Value) (time.Duration, *hcl.Diagnostic) {
+	if d := known(attr, val); d != nil {
+		return 0, d
+	}
+	var s string
+	switch val.Type() {
+	case cty.String:
+		s = val.AsString()
+	case cty.Number:
+		s = val.AsBigFloat().Text('g', -1)
+	default:
+		return 0, badType(attr, val, `a duration such as "10s", or a number of seconds`)
+	}
+	dur, err := ParseDuration(s)
+	if err != nil {
+		return 0, invalid(attr, fmt.Sprintf("%q: %v.", s, err))
+	}
+	return dur, nil
 }
 
 func sizeAttr(attr *hcl.Attribute, val cty.Value) (uint64, *hcl.Diagnostic) {

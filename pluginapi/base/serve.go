@@ -3,7 +3,10 @@ package base
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -23,6 +26,17 @@ const NotStartedByRuntime = "this binary is a starpu plugin; it is started by th
 // started it is still its parent.
 const ParentPollInterval = 200 * time.Millisecond
 
+// EnvHeartbeat is the environment variable through which the core gives a
+// plugin process its heartbeat slot: the offset, in the arena, of an
+// 8-byte word. ServeKind writes the CLOCK_MONOTONIC time in nanoseconds
+// there every HeartbeatEvery; the core reports, kills and handles as
+// crashed a plugin whose heartbeat is older than its plugin_timeout
+// (stopped, frozen, or too starved to run a goroutine).
+const EnvHeartbeat = "STARPU_PLUGIN_HEARTBEAT"
+
+// HeartbeatEvery is how often a plugin process beats.
+const HeartbeatEvery = 100 * time.Millisecond
+
 // ServeKind is the body of every plugin's main(), shared by driver.Serve,
 // sched.Serve and iface.Serve, which supply open. It
 //
@@ -39,6 +53,8 @@ const ParentPollInterval = 200 * time.Millisecond
 //   - starts a watchdog that exits the process when its parent changes (the
 //     core was killed), besides the SIGKILL-on-parent-death the core asks
 //     the kernel for;
+//   - when EnvHeartbeat names a slot, beats there every HeartbeatEvery, so
+//     that the core can tell a live plugin from a stopped or frozen one;
 //   - serves the plugin as kind under APIVersion with go-plugin over gRPC
 //     until the core shuts it down; when the core asks for mutual TLS (the
 //     core's loader always does: go-plugin's AutoMTLS, the core's
@@ -74,6 +90,11 @@ func ServeKind(kind Kind, open func(arenaFD uintptr, log hclog.Logger) (plugin.P
 		os.Exit(1)
 	}
 	go watchParent(log, os.Getppid(), ParentPollInterval, func() { os.Exit(1) })
+	if v := os.Getenv(EnvHeartbeat); v != "" {
+		if err := startHeartbeat(ArenaFD, v, HeartbeatEvery); err != nil {
+			log.Error("no heartbeat: the core will take this plugin for hung", "error", err.Error())
+		}
+	}
 
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
@@ -83,6 +104,38 @@ func ServeKind(kind Kind, open func(arenaFD uintptr, log hclog.Logger) (plugin.P
 		GRPCServer: plugin.DefaultGRPCServer,
 		Logger:     log,
 	})
+}
+
+// startHeartbeat maps the page of the arena (file descriptor fd) holding
+// the heartbeat word at offset slot and writes the monotonic clock there
+// every period, from a goroutine of its own, for the life of the process.
+func startHeartbeat(fd int, slot string, every time.Duration) error {
+	off, err := strconv.ParseUint(slot, 10, 64)
+	if err != nil || off%8 != 0 {
+		return fmt.Errorf("%s=%q: want an 8-byte aligned arena offset", EnvHeartbeat, slot)
+	}
+	page := uint64(os.Getpagesize())
+	base := off &^ (page - 1)
+	mem, err := unix.Mmap(fd, int64(base), int(page), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("map the heartbeat slot at %d: %w", off, err)
+	}
+	word := (*atomic.Int64)(unsafe.Pointer(&mem[off-base]))
+	beat := func() {
+		var ts unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
+			word.Store(ts.Nano())
+		}
+	}
+	beat()
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for range t.C {
+			beat()
+		}
+	}()
+	return nil
 }
 
 // newPluginLogger is the logger of a plugin process: JSON lines on stderr,

@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -48,6 +50,9 @@ type Options struct {
 	// StartTimeout bounds the start and the handshake, then the PluginInfo
 	// call; zero means DefaultStartTimeout.
 	StartTimeout time.Duration
+	// Heartbeat, when not zero, is the arena offset of the plugin's
+	// heartbeat word, given to it in base.EnvHeartbeat.
+	Heartbeat uint64
 }
 
 // Plugin is a running plugin process.
@@ -63,6 +68,8 @@ type Plugin struct {
 	logger  hclog.Logger
 	raw     any
 	pid     int
+	// killedFor is why KillNow killed the plugin, if it did.
+	killedFor atomic.Pointer[string]
 }
 
 // Launch starts candidate c as a plugin process and checks it is the plugin
@@ -148,6 +155,9 @@ func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
 		"OPENBLAS_NUM_THREADS=1",
 		base.EnvLogLevel+"="+logLevel(logger),
 	)
+	if opt.Heartbeat != 0 {
+		env = append(env, base.EnvHeartbeat+"="+strconv.FormatUint(opt.Heartbeat, 10))
+	}
 	stderr := &tailWriter{max: 8 << 10}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  base.Handshake,
@@ -355,6 +365,26 @@ func (p *Plugin) Kill() {
 		}
 	}
 	p.removeSockDir()
+}
+
+// KillNow sends SIGKILL to the plugin's process group at once, without
+// the graceful stop Kill tries first, and records why: for a plugin that
+// no longer answers (stopped, hung), which the caller then handles as
+// crashed once Exited reports it. It does not wait.
+func (p *Plugin) KillNow(why string) {
+	p.killedFor.CompareAndSwap(nil, &why)
+	p.logger.Error("killing the plugin", "pid", p.pid, "reason", why)
+	if p.runner != nil {
+		p.runner.Kill(context.Background())
+	}
+}
+
+// KilledFor is why KillNow killed the plugin, or "".
+func (p *Plugin) KilledFor() string {
+	if w := p.killedFor.Load(); w != nil {
+		return *w
+	}
+	return ""
 }
 
 // removeSockDir removes the directory holding the plugin's socket.
