@@ -148,6 +148,13 @@ type Codelet struct {
 	// codelet (by ModelName, else Name), to predict its tasks' durations
 	// for the schedulers; zero means none.
 	Model ModelKind
+	// Retryable asks the runtime to keep a copy of the task's read-write
+	// buffers from the moment it is pushed until it completes, so that a
+	// task whose driver plugin dies under it can be run again on the
+	// restarted driver instead of failing and losing its data. It costs a
+	// copy of those buffers per task. Tasks without read-write buffers
+	// are retried without it.
+	Retryable bool
 }
 
 // codeletInfo is what the runtime resolved about a codelet at its first
@@ -169,6 +176,8 @@ type codeletInfo struct {
 	model *perfmodel.Model
 	// modes is its buffers' modes or'ed together (fixed-buffer codelets).
 	modes Mode
+	// retryable is Codelet.Retryable.
+	retryable bool
 }
 
 // workerStat counts a codelet's executions on one worker.
@@ -291,7 +300,8 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 		return nil, err
 	}
 	info := &codeletInfo{model: model, nowhere: cl.Where == Nowhere, impls: make([][]int32, len(rt.drivers)),
-		implMask: make([]uint8, len(rt.drivers)), rr: make([]uint8, len(rt.drivers)), stats: make([]workerStat, len(rt.workers))}
+		implMask: make([]uint8, len(rt.drivers)), rr: make([]uint8, len(rt.drivers)), stats: make([]workerStat, len(rt.workers)),
+		retryable: cl.Retryable}
 	for _, m := range cl.Modes {
 		info.modes |= m
 	}

@@ -187,11 +187,14 @@ func TestSchedulerCrashLongChain(t *testing.T) {
 	}
 }
 
-// TestDriverCrashFailsTasksAtPush: once the only CPU driver is gone, the
+// TestDriverCrashFailsTasksAtPush: once the only CPU driver is gone for
+// good (no restarts), the
 // tasks released later fail where they are pushed, naming the driver,
 // instead of each going through the scheduler to a dead worker.
 func TestDriverCrashFailsTasksAtPush(t *testing.T) {
-	rt, err := core.Init(context.Background(), core.Options{Config: testConfig(crashyDir)})
+	cfg := testConfig(crashyDir)
+	cfg.PluginRestarts = 0
+	rt, err := core.Init(context.Background(), core.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,6 +229,13 @@ func (e *engine) push(j *job, releasedBy int32) {
 			return
 		}
 	}
+	if j.cl.retryable && !e.rt.multiNode && !j.sub && e.rt.cfg.PluginRestarts > 0 {
+		if x := j.ext.Load(); x == nil || x.snap == nil {
+			if err := j.snapshot(e.rt); err != nil {
+				e.rt.log.Debug("task pushed without a snapshot: it will not be retried", "task", j.name(), "error", err)
+			}
+		}
+	}
 	p := wire.Push{ID: j.id, Priority: int32(j.task.Priority), ArchMask: j.archMask, Worker: j.pinned, ReleasedBy: releasedBy, Codelet: j.cl.id,
 		Length: [wire.NumArch]int64{-1, -1, -1}}
 	e.predict(j, &p)
@@ -318,7 +325,8 @@ func (rt *Runtime) deadDrivers() string {
 	var names []string
 	for _, d := range rt.drivers {
 		if d.dead.Load() {
-			names = append(names, fmt.Sprintf("driver-%s (pid %d) %s", d.name, d.proc.Pid(), exitNote(d.proc)))
+			p, _ := d.current()
+			names = append(names, fmt.Sprintf("driver-%s (pid %d) %s", d.name, p.Pid(), exitNote(p)))
 		}
 	}
 	return strings.Join(names, ", ")
@@ -333,7 +341,7 @@ func (e *engine) noteDeadDrivers() {
 		}
 		bit := driver.ArchBit(d.fp.Arch)
 		all |= bit
-		if !d.dead.Load() {
+		if !d.dead.Load() || d.restarting.Load() {
 			live |= bit
 		}
 	}
@@ -514,7 +522,7 @@ func (e *engine) posted(c *Context, wid int, id uint64) {
 	w := e.rt.workers[wid]
 	j.worker, j.posted = int32(wid), true
 	if w.drv.dead.Load() {
-		e.fail(j, wid, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, wid, j.name()))
+		e.onDeadWorker(j, wid, w.drv, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, wid, j.name()))
 		return
 	}
 	e.rt.assign(j, w)
@@ -532,7 +540,8 @@ func (e *engine) enqueue(w *workerState, j *job) {
 // worker's completions meanwhile.
 func (e *engine) post(w *workerState, j *job) bool {
 	if w.drv.dead.Load() {
-		e.fail(j, w.id, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, w.id, j.name()))
+		j.worker = int32(w.id)
+		e.onDeadWorker(j, w.id, w.drv, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, w.id, j.name()))
 		return true
 	}
 	k := e.rt.assign(j, w)
@@ -769,13 +778,19 @@ func (e *engine) checkPlugins() {
 			e.finishXfer(x, fmt.Errorf("%w: driver-%s (pid %d) %s during a transfer on %s", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc), x.dev.name))
 		}
 	}
+	for _, d := range died {
+		// First: the policies let go of its workers before any of its
+		// tasks is pushed again.
+		if rt.canRestart(d) {
+			e.beginRestart(d)
+		}
+	}
 	if len(died) > 0 {
 		e.noteDeadDrivers()
 	}
 	for _, d := range died {
 		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker >= 0 && rt.workers[j.worker].drv == d }) {
-			j.mayHaveRun = true // queued or running there: it may have started
-			e.fail(j, int(j.worker), fmt.Errorf("%w: driver-%s (pid %d) %s while task %q was on worker %d", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc), j.name(), j.worker))
+			e.onDeadWorker(j, int(j.worker), d, fmt.Errorf("%w: driver-%s (pid %d) %s while task %q was on worker %d", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc), j.name(), j.worker))
 		}
 	}
 	if rt.schedP != nil && rt.broken.Load() == nil && rt.schedP.Exited() {

@@ -25,8 +25,8 @@ func (rt *Runtime) Workers() []WorkerInfo {
 	out := make([]WorkerInfo, 0, len(rt.workers))
 	for _, w := range rt.workers {
 		wi := WorkerInfo{ID: w.id, Arch: w.drv.fp.Arch, Unit: w.drv.fp.Units[w.spec.Unit].Name, Node: w.node, Driver: w.drv.name}
-		if w.drv.proc != nil {
-			wi.Pid = w.drv.proc.Pid()
+		if p, _ := w.drv.current(); p != nil {
+			wi.Pid = p.Pid()
 		}
 		out = append(out, wi)
 	}
@@ -102,8 +102,8 @@ func (rt *Runtime) ProbePlugins(ctx context.Context) ([]PluginInfo, error) {
 	}
 	loaded := map[string]*loader.Plugin{}
 	for _, d := range rt.drivers {
-		if d.proc != nil {
-			loaded[d.proc.Path] = d.proc
+		if p, _ := d.current(); p != nil {
+			loaded[p.Path] = p
 		}
 	}
 	if rt.schedP != nil {

@@ -146,6 +146,12 @@ type Runtime struct {
 	nlost atomic.Int32
 	// beats are the plugins' heartbeat slots (plugin_health.go).
 	beats heartbeats
+	// restartWG counts the driver restarts under way; stopRestarts, closed
+	// at teardown, calls them off (plugin_restart.go).
+	restartWG    sync.WaitGroup
+	stopRestarts chan struct{}
+	restartMu    sync.Mutex // orders restartWG.Add before Wait
+	restartsOff  bool
 
 	// access is the state of access modes and arbitration (access.go).
 	access accessRT
@@ -164,10 +170,24 @@ type driverInst struct {
 	workers     []*workerState
 	dead        atomic.Bool
 	nodeBase    int // runtime number of the driver's node 1
+	// pmu guards proc and drv once the engine runs: a restart swaps them
+	// (plugin_restart.go); restarts counts the restarts (engine
+	// goroutine), restarting is set from a death to the end of its
+	// restart.
+	pmu        sync.Mutex
+	restarts   int
+	restarting atomic.Bool
 	// loaded are the kernels compiled from codelets' sources, by name and
 	// source.
 	loadMu sync.Mutex
 	loaded map[string]int
+}
+
+// current is the driver's plugin process (nil in process) and client.
+func (d *driverInst) current() (*loader.Plugin, driver.Driver) {
+	d.pmu.Lock()
+	defer d.pmu.Unlock()
+	return d.proc, d.drv
 }
 
 // Init starts a runtime: it loads the configuration, creates the
@@ -194,7 +214,7 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	rt := &Runtime{cfg: cfg, log: log, getenv: getenv, tags: map[TagID]*tagState{}, handles: map[*Handle]struct{}{}}
+	rt := &Runtime{cfg: cfg, log: log, getenv: getenv, tags: map[TagID]*tagState{}, handles: map[*Handle]struct{}{}, stopRestarts: make(chan struct{})}
 	rt.idle = sync.NewCond(&rt.idleMu)
 	rt.calibrate = opt.Calibrate || cfg.Calibrate > 0
 	rt.profiling.Store(opt.Profiling)
@@ -567,6 +587,14 @@ func (rt *Runtime) teardown() error {
 		return f(ctx)
 	}
 	var errs []error
+	// Restarts first, while the engine runs their last steps.
+	rt.restartMu.Lock()
+	if !rt.restartsOff {
+		rt.restartsOff = true
+		close(rt.stopRestarts)
+	}
+	rt.restartMu.Unlock()
+	rt.restartWG.Wait()
 	if rt.engine != nil {
 		rt.engine.stop()
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
@@ -182,6 +183,9 @@ type job struct {
 	// driver died holding it), so it may have written part of its data.
 	// Set by the engine goroutine before it completes the job.
 	mayHaveRun bool
+	// retried: the task ran once on a driver that died, and was pushed
+	// again (plugin_restart.go).
+	retried bool
 	// arb: the job takes data locks when ready, or is a reduction job;
 	// sub: its worker gets SCRATCH or REDUX buffers (access.go).
 	arb, sub bool
@@ -251,6 +255,9 @@ type jobExt struct {
 	niter           uint8
 	// acc is the job's data locks and SCRATCH and REDUX buffers.
 	acc *jobAccess
+	// snap is the snapshot of a Retryable codelet's read-write buffers,
+	// per buffer (zero spans for the others), until the task completes.
+	snap []base.Span
 	// doom, when set, is why the job must fail instead of running: a
 	// handle it accesses was unregistered while it was submitted.
 	doom error
@@ -815,6 +822,9 @@ func (rt *Runtime) complete(j *job, worker int32, err error) {
 func (rt *Runtime) executed(j *job, worker int32, err error) {
 	if err != nil {
 		j.err = err
+	}
+	if x := j.ext.Load(); x != nil && x.snap != nil {
+		j.dropSnapshot(rt)
 	}
 	// Before anything lets another access in (data locks here, successors
 	// in terminate): an acquisition must find the application's copy stale.

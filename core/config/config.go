@@ -36,6 +36,9 @@ const (
 	DefaultSpinIters = 2000
 	// DefaultLogLevel is the log level used when none is configured.
 	DefaultLogLevel = "warn"
+	// DefaultPluginRestarts is how many times a driver plugin that dies is
+	// started again.
+	DefaultPluginRestarts = 3
 	// DefaultPluginTimeout is how long a plugin process may miss its
 	// heartbeat before it is reported, killed and handled as crashed.
 	DefaultPluginTimeout = 10 * time.Second
@@ -86,6 +89,12 @@ type Config struct {
 	// models until they are calibrated, 1 keeps calibrating, 2 drops the
 	// stored models and starts again.
 	Calibrate int
+	// PluginRestarts is how many times, in the life of a runtime, a driver
+	// plugin whose process dies is started again (with a backoff), its
+	// workers brought back and the tasks that can be retried without a
+	// wrong result run again; 0 turns restarts off. Default
+	// DefaultPluginRestarts.
+	PluginRestarts int
 	// PluginTimeout is how long a plugin process may stay silent (miss its
 	// heartbeat: stopped, frozen or hung) before the runtime reports it,
 	// kills it and handles it as crashed; 0 turns the check off. Default
@@ -154,7 +163,8 @@ func Default() *Config {
 		LogLevel:   DefaultLogLevel,
 		Plugins:    map[string]Plugin{},
 
-		PluginTimeout: DefaultPluginTimeout,
+		PluginTimeout:  DefaultPluginTimeout,
+		PluginRestarts: DefaultPluginRestarts,
 	}
 }
 
@@ -215,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Calibrate < 0 || c.Calibrate > 2 {
 		errs = append(errs, fmt.Errorf("calibrate: %d is invalid (want 0, 1 or 2)", c.Calibrate))
+	}
+	if c.PluginRestarts < 0 {
+		errs = append(errs, fmt.Errorf("plugin_restarts: %d is invalid (want >= 0)", c.PluginRestarts))
 	}
 	for _, d := range []struct {
 		name string

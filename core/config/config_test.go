@@ -49,7 +49,8 @@ func fullConfig() *Config {
 		ArenaSize:  8 << 30,
 		LogLevel:   "info",
 
-		PluginTimeout: DefaultPluginTimeout,
+		PluginTimeout:  DefaultPluginTimeout,
+		PluginRestarts: DefaultPluginRestarts,
 		Plugins: map[string]Plugin{
 			"sched-ws": {Name: "sched-ws", Config: base.Config{
 				"steal": true, "victim": "random", "ratio": 0.5, "tries": int64(3),
@@ -73,7 +74,8 @@ func TestDefault(t *testing.T) {
 		LogLevel:   "warn",
 		Plugins:    map[string]Plugin{},
 
-		PluginTimeout: DefaultPluginTimeout,
+		PluginTimeout:  DefaultPluginTimeout,
+		PluginRestarts: DefaultPluginRestarts,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() = %+v, want %+v", got, want)
@@ -119,9 +121,10 @@ func TestParse(t *testing.T) {
 			c.SpinIters = 0
 			return c
 		}},
-		{"plugin timeout and watchdog", "a.hcl", "plugin_timeout = \"1m\"\nwatchdog_timeout = 0.5\nwatchdog_crash = true\nwatchdog_delay = \"2s\"", func() *Config {
+		{"plugin timeout and watchdog", "a.hcl", "plugin_restarts = 0\nplugin_timeout = \"1m\"\nwatchdog_timeout = 0.5\nwatchdog_crash = true\nwatchdog_delay = \"2s\"", func() *Config {
 			c := Default()
 			c.PluginTimeout, c.WatchdogTimeout, c.WatchdogCrash, c.WatchdogDelay = time.Minute, 500*time.Millisecond, true, 2*time.Second
+			c.PluginRestarts = 0
 			return c
 		}},
 		{"log level case folded", "a.hcl", `log_level = "DEBUG"`, func() *Config {

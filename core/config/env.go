@@ -27,6 +27,9 @@ const (
 	// EnvPluginTimeout: a Go duration ("10s"), or seconds; 0 turns the
 	// heartbeat check off.
 	EnvPluginTimeout = "STARPU_PLUGIN_TIMEOUT"
+	// EnvPluginRestarts: how many times a dead driver plugin is started
+	// again, >= 0.
+	EnvPluginRestarts = "STARPU_PLUGIN_RESTARTS"
 	// StarPU's watchdog: timeout and delay in microseconds, crash 0 or 1.
 	EnvWatchdogTimeout = "STARPU_WATCHDOG_TIMEOUT"
 	EnvWatchdogCrash   = "STARPU_WATCHDOG_CRASH"
@@ -92,6 +95,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 			n.PluginTimeout = d
 		}
 	}
+	integer(EnvPluginRestarts, &n.PluginRestarts, 0, 1<<20, "an integer >= 0")
 	micros := func(name string, dst *time.Duration) {
 		var us int
 		integer(name, &us, 0, int(time.Duration(1<<62)/time.Microsecond), "a whole number of microseconds >= 0")

@@ -33,6 +33,7 @@ func TestApplyEnv(t *testing.T) {
 		{"plugin timeout duration", map[string]string{EnvPluginTimeout: "250ms"}, func(c *Config) { c.PluginTimeout = 250 * time.Millisecond }},
 		{"plugin timeout seconds", map[string]string{EnvPluginTimeout: "2.5"}, func(c *Config) { c.PluginTimeout = 2500 * time.Millisecond }},
 		{"plugin timeout off", map[string]string{EnvPluginTimeout: "0"}, func(c *Config) { c.PluginTimeout = 0 }},
+		{"plugin restarts", map[string]string{EnvPluginRestarts: "0"}, func(c *Config) { c.PluginRestarts = 0 }},
 		{"watchdog", map[string]string{EnvWatchdogTimeout: "1500000", EnvWatchdogDelay: "20", EnvWatchdogCrash: "1"}, func(c *Config) {
 			c.WatchdogTimeout, c.WatchdogDelay, c.WatchdogCrash = 1500*time.Millisecond, 20*time.Microsecond, true
 		}},
@@ -71,6 +72,7 @@ func TestApplyEnvErrors(t *testing.T) {
 		{"watchdog negative", EnvWatchdogTimeout, "-5"},
 		{"watchdog with unit", EnvWatchdogTimeout, "5s"},
 		{"watchdog crash 2", EnvWatchdogCrash, "2"},
+		{"restarts negative", EnvPluginRestarts, "-1"},
 		{"arena unit", EnvArenaSize, "8 gigs"},
 		{"calibrate 3", EnvCalibrate, "3"},
 		{"arena negative", EnvArenaSize, "-8GiB"},

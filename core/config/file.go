@@ -32,6 +32,7 @@ var fileSchema = &hcl.BodySchema{
 		{Name: "calibrate"},
 		{Name: "model_dir"},
 		{Name: "plugin_timeout"},
+		{Name: "plugin_restarts"},
 		{Name: "watchdog_timeout"},
 		{Name: "watchdog_crash"},
 		{Name: "watchdog_delay"},
@@ -237,6 +238,8 @@ func (c *Config) decode(src []byte, filename, baseDir string) hcl.Diagnostics {
 			c.Calibrate, d = intAttr(attr, val, 0, 2, "0, 1 or 2")
 		case "model_dir":
 			c.ModelDir, d = stringAttr(attr, val)
+		case "plugin_restarts":
+			c.PluginRestarts, d = intAttr(attr, val, 0, 1<<20, "an integer >= 0")
 		case "plugin_timeout":
 			c.PluginTimeout, d = durationAttr(attr, val)
 		case "watchdog_timeout":

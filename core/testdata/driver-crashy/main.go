@@ -34,6 +34,23 @@ func main() {
 			return nil
 		}},
 		kernel.Kernel{Name: "test_panic", Func: func(*kernel.Context) error { panic("deliberate panic") }},
+		// test_crash_once: the first time (no file at the path its
+		// argument names), writes -1 over half its float32 buffer and
+		// dies; afterwards, doubles the buffer.
+		kernel.Kernel{Name: "test_crash_once", Func: func(c *kernel.Context) error {
+			x := c.Buffers[0].Float32s()
+			if f, err := os.OpenFile(string(c.Arg), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+				f.Close()
+				for i := range x[:len(x)/2] {
+					x[i] = -1
+				}
+				os.Exit(7)
+			}
+			for i := range x {
+				x[i] *= 2
+			}
+			return nil
+		}},
 		kernel.Kernel{Name: "test_sleep", Func: func(c *kernel.Context) error {
 			time.Sleep(time.Duration(binary.LittleEndian.Uint64(c.Arg)))
 			return nil

@@ -1,0 +1,392 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/starpu-go/starpu/core/internal/loader"
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+	"github.com/starpu-go/starpu/pluginapi/wire"
+)
+
+// Restarting a driver plugin that died, and retrying its tasks.
+//
+// When checkPlugins finds a driver plugin's process gone and the driver
+// may be restarted (plugin_restarts left, every worker on RAM), the engine
+//
+//  1. marks the driver restarting, so that push does not fail the tasks
+//     only its workers can run (deadArch leaves it out): they wait in the
+//     policies;
+//  2. removes the driver's workers from every live context (a Workers
+//     message, as Context.RemoveWorkers sends): the policies place the
+//     tasks they had queued there elsewhere, or hold them, and once a
+//     policy echoes the message it assigns nothing more to those workers,
+//     and every Assign it made before, posted ones included, has been read;
+//  3. retries the tasks that were on the dead workers when that cannot
+//     give a wrong result, and fails the others (retryJob);
+//  4. once every context has echoed, restarts the plugin on a goroutine of
+//     its own (restartDriver), after a backoff: a new process, its config,
+//     a fingerprint that must list the same kernels in the same order (the
+//     codelets' kernel indices are kept), the dead workers' rings emptied
+//     (what the dead process left there belongs to tasks that were failed
+//     or retried), and driver Init with the same worker specs;
+//  5. on the engine goroutine, swaps the new process in, marks the driver
+//     alive, and adds the workers back to the contexts.
+//
+// A driver that cannot be restarted, or has used its restarts, stays dead:
+// deadArch then covers its architecture, and the tasks no other driver can
+// run fail at push, with those the policies held for it.
+//
+// Rejected: restarting without taking the workers out of the policies.
+// The policy keeps assigning and posting to the dead workers' scheduler
+// rings while the new process starts; an Exec the core has already
+// failed could then run in the new process, over data other tasks have
+// been given since. The Workers echo is the barrier that makes emptying
+// the rings safe.
+//
+// A task is retried when running it again gives what running it once
+// would have: none of its buffers is read and written (each is R, or W
+// without R, so the dead run cannot have changed an input), or its codelet
+// is Retryable and the core saved a snapshot of its read-write buffers when
+// it was pushed, which is copied back first. SCRATCH and REDUX tasks, and
+// tasks on runtimes with device memory, are not retried. Each task is
+// retried once: a task that kills its driver every time fails on the second
+// death.
+
+// maxRestartBackoff bounds the wait before a restart.
+const maxRestartBackoff = 5 * time.Second
+
+// restartBackoff is the wait before restart number n (from 1): 100 ms,
+// doubling.
+func restartBackoff(n int) time.Duration {
+	d := 100 * time.Millisecond << min(n-1, 10)
+	return min(d, maxRestartBackoff)
+}
+
+// canRestart tells whether the dead driver d may be started again.
+func (rt *Runtime) canRestart(d *driverInst) bool {
+	if d.proc == nil || d.restarts >= rt.cfg.PluginRestarts || rt.broken.Load() != nil || rt.shutdown.Load() {
+		return false
+	}
+	for _, w := range d.workers {
+		if w.node != 0 {
+			return false // device memory would be lost with the process
+		}
+	}
+	return len(d.workers) > 0
+}
+
+// beginRestart takes d's workers out of the contexts' policies and, once
+// every policy has echoed, restarts d. Engine goroutine.
+func (e *engine) beginRestart(d *driverInst) {
+	rt := e.rt
+	d.restarts++
+	d.restarting.Store(true)
+	ids := make([]int, len(d.workers))
+	for i, w := range d.workers {
+		ids[i] = w.id
+	}
+	removed := map[*Context][]int{}
+	pending := 1 // released below, after every message is sent
+	done := func() {
+		if pending--; pending > 0 {
+			return
+		}
+		rt.restartMu.Lock()
+		defer rt.restartMu.Unlock()
+		if rt.restartsOff {
+			e.restartFailed(d, ErrShutdown)
+			return
+		}
+		rt.restartWG.Add(1)
+		go rt.restartDriver(d, removed)
+	}
+	for _, c := range *e.ctxs.Load() {
+		c.mu.Lock()
+		var mine []int
+		for _, id := range c.workers {
+			if slices.Contains(ids, id) {
+				mine = append(mine, id)
+			}
+		}
+		if len(mine) > 0 && !c.deleted && c.alive() {
+			pending++
+			if _, err := c.sendWorkersLocked(wire.WorkersRemove, mine, done); err != nil {
+				pending--
+				rt.log.Warn("cannot take the dead driver's workers out of a context", "context", c.name, "error", err)
+			} else {
+				removed[c] = mine
+			}
+		}
+		c.mu.Unlock()
+	}
+	done()
+}
+
+// restartDriver starts driver d again and brings its workers back into the
+// contexts they were removed from. Its own goroutine.
+func (rt *Runtime) restartDriver(d *driverInst, removed map[*Context][]int) {
+	defer rt.restartWG.Done()
+	e := rt.engine
+	wait := restartBackoff(d.restarts)
+	rt.log.Warn("restarting driver plugin", "driver", "driver-"+d.name, "attempt", d.restarts, "of", rt.cfg.PluginRestarts, "after", wait)
+	select {
+	case <-time.After(wait):
+	case <-rt.stopRestarts:
+		e.call(func() { e.restartFailed(d, ErrShutdown) })
+		return
+	}
+	p, drv, err := rt.relaunchDriver(d)
+	if err == nil {
+		select {
+		case <-rt.stopRestarts:
+			p.Kill()
+			return
+		default:
+		}
+		// The rings, then the new workers: nothing writes to them now
+		// (the process is dead, the policies have let go of the workers,
+		// and the engine posts nothing to a dead driver's workers).
+		done := make(chan error, 1)
+		e.call(func() { done <- e.emptyRings(d) })
+		if err = <-done; err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			req := &driver.InitRequest{SpinIters: rt.cfg.SpinIters}
+			for _, w := range d.workers {
+				req.Workers = append(req.Workers, w.spec)
+			}
+			if err = drv.Init(ctx, req); err != nil {
+				err = fmt.Errorf("init: %w", err)
+			}
+			cancel()
+		}
+		if err != nil {
+			p.Kill()
+		}
+	}
+	if err != nil {
+		rt.log.Error("driver plugin restart failed", "driver", "driver-"+d.name, "error", err)
+		failed := make(chan struct{})
+		e.call(func() {
+			defer close(failed)
+			e.restartFailed(d, fmt.Errorf("restart: %w", err))
+		})
+		<-failed
+		return
+	}
+	// Waited for: teardown stops the engine only once the restarts are
+	// over, so that the new process is known to it and killed with the
+	// others.
+	swapped := make(chan struct{})
+	e.call(func() {
+		defer close(swapped)
+		d.pmu.Lock()
+		d.proc, d.drv = p, drv
+		d.pmu.Unlock()
+		d.dead.Store(false)
+		d.restarting.Store(false)
+		e.noteDeadDrivers()
+		for c, ids := range removed {
+			c.mu.Lock()
+			if !c.deleted && c.alive() {
+				if _, err := c.sendWorkersLocked(wire.WorkersAdd, ids, nil); err != nil {
+					rt.log.Error("cannot give the restarted workers back to a context", "context", c.name, "error", err)
+				}
+			}
+			c.mu.Unlock()
+		}
+		rt.log.Warn("driver plugin restarted", "driver", "driver-"+d.name, "pid", p.Pid())
+	})
+	<-swapped
+}
+
+// relaunchDriver starts d's plugin again and checks that it is the same
+// driver: same architecture, the units its workers use, the same kernels in
+// the same order.
+func (rt *Runtime) relaunchDriver(d *driverInst) (*loader.Plugin, driver.Driver, error) {
+	c, ok := rt.cands["driver-"+d.name]
+	if !ok {
+		return nil, nil, fmt.Errorf("driver-%s is no longer in %s", d.name, rt.cfg.PluginDir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := rt.launch(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	drv, err := p.Driver()
+	if err == nil {
+		err = rt.configure(ctx, drv, "driver-"+d.name)
+	}
+	var fp *driver.Fingerprint
+	if err == nil {
+		fp, err = drv.Fingerprint(ctx)
+	}
+	if err == nil {
+		switch {
+		case fp.Arch != d.fp.Arch:
+			err = fmt.Errorf("it is now a %s driver, not %s", fp.Arch, d.fp.Arch)
+		case !slices.Equal(fp.Kernels, d.fp.Kernels):
+			err = fmt.Errorf("its kernels changed (%d now, %d before): the codelets' kernel indices would be wrong", len(fp.Kernels), len(d.fp.Kernels))
+		case fp.SchedRing != d.fp.SchedRing:
+			err = fmt.Errorf("it no longer reads scheduler rings the same way")
+		}
+		for _, w := range d.workers {
+			if err == nil && w.spec.Unit >= len(fp.Units) {
+				err = fmt.Errorf("it has %d units, worker %d used unit %d", len(fp.Units), w.id, w.spec.Unit)
+			}
+		}
+	}
+	if err != nil {
+		p.Kill()
+		return nil, nil, err
+	}
+	return p, drv, nil
+}
+
+// emptyRings drops what the dead process left in its workers' dispatch and
+// scheduler rings, and reads the completions it rang before dying. Engine
+// goroutine, with nothing producing into those rings.
+func (e *engine) emptyRings(d *driverInst) error {
+	e.drainCompletions()
+	for _, w := range d.workers {
+		spans := []base.Span{w.spec.Dispatch}
+		if w.hasSchedRing() {
+			spans = append(spans, w.spec.SchedRing)
+		}
+		for _, s := range spans {
+			r, err := shm.OpenRing(e.rt.arena.Bytes(s))
+			if err != nil {
+				return fmt.Errorf("worker %d: %w", w.id, err)
+			}
+			for r.Peek() != nil {
+				r.Release()
+			}
+		}
+		for _, j := range w.overflow {
+			e.fail(j, w.id, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, d.name, w.id, j.name()))
+		}
+		clear(w.overflow)
+		w.overflow = w.overflow[:0]
+		w.ctlOverflow = nil
+	}
+	return nil
+}
+
+// restartFailed gives up on d: it stays dead, and the tasks only it could
+// run fail, those the policies hold for it included. Engine goroutine.
+func (e *engine) restartFailed(d *driverInst, err error) {
+	d.restarting.Store(false)
+	e.noteDeadDrivers()
+	dead := e.deadArch.Load()
+	for _, j := range e.jobsWhere(func(j *job) bool { return j.worker < 0 && j.archMask&^dead == 0 }) {
+		if e.untrack(j.id) != nil {
+			e.rt.failLater(j, fmt.Errorf("%w: task %q: no live worker can run it (driver-%s exited, %v)", ErrPluginCrashed, j.name(), d.name, err))
+		}
+	}
+}
+
+// retryable tells whether j can run again after its driver died under it
+// without giving a wrong result (see the header).
+func (e *engine) retryable(j *job) bool {
+	if j.retried || j.sub || j.acquire != nil || j.task == nil || e.rt.multiNode {
+		return false
+	}
+	if x := j.ext.Load(); x != nil && x.snap != nil {
+		return true
+	}
+	for _, m := range j.modes {
+		if m&R != 0 && m&W != 0 || m&(Redux|Scratch) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// retry pushes j, which was on worker wid of a driver that died, to the
+// scheduler again, its read-write buffers restored from its snapshot.
+// Engine goroutine.
+func (e *engine) retry(j *job, wid int) {
+	if e.untrack(j.id) == nil {
+		return
+	}
+	e.sendDone(j.sctx, wid, j.id, 0)
+	j.restoreSnapshot(e.rt)
+	j.retried = true
+	j.worker, j.posted, j.impl = -1, false, -1
+	e.rt.log.Warn("retrying a task whose driver died", "task", j.name(), "worker", wid)
+	e.push(j, -1)
+}
+
+// snapshot saves j's read-write buffers in the arena, for a Retryable
+// codelet's task to be retried should its driver die while running it.
+// From push, before the scheduler has it: its inputs are final and no one
+// else may write them until it completes.
+func (j *job) snapshot(rt *Runtime) error {
+	var spans []base.Span
+	for i, h := range j.task.Handles {
+		if j.modes[i]&R == 0 || j.modes[i]&W == 0 || h.span.Size == 0 {
+			spans = append(spans, base.Span{})
+			continue
+		}
+		s, err := rt.arena.Alloc(h.span.Size)
+		if err != nil {
+			for _, s := range spans {
+				if s.Size > 0 {
+					rt.arena.Free(s)
+				}
+			}
+			return fmt.Errorf("snapshot of %s for retry: %w", h, err)
+		}
+		copy(rt.arena.Bytes(s), rt.arena.Bytes(h.span))
+		spans = append(spans, s)
+	}
+	j.mu.Lock()
+	j.x().snap = spans
+	j.mu.Unlock()
+	return nil
+}
+
+// restoreSnapshot copies j's snapshot back into its buffers.
+func (j *job) restoreSnapshot(rt *Runtime) {
+	x := j.ext.Load()
+	if x == nil {
+		return
+	}
+	for i, s := range x.snap {
+		if s.Size > 0 {
+			copy(rt.arena.Bytes(j.task.Handles[i].span), rt.arena.Bytes(s))
+		}
+	}
+}
+
+// dropSnapshot frees j's snapshot, once j has completed.
+func (j *job) dropSnapshot(rt *Runtime) {
+	x := j.ext.Load()
+	if x == nil || x.snap == nil {
+		return
+	}
+	for _, s := range x.snap {
+		if s.Size > 0 {
+			rt.arena.Free(s)
+		}
+	}
+	x.snap = nil
+}
+
+// onDeadWorker handles j, assigned to worker wid of a driver that died:
+// it is retried when its driver restarts (or another live driver can run
+// it) and running it again is safe, and fails with err otherwise. Engine
+// goroutine.
+func (e *engine) onDeadWorker(j *job, wid int, d *driverInst, err error) {
+	if (d.restarting.Load() || j.archMask&^e.deadArch.Load() != 0) && e.retryable(j) {
+		e.retry(j, wid)
+		return
+	}
+	j.mayHaveRun = true // queued or running there: it may have started
+	e.fail(j, wid, err)
+}

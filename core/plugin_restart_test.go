@@ -1,0 +1,149 @@
+package core_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
+)
+
+// A driver plugin that dies is started again: its workers come back, the
+// task that killed it fails (it writes a buffer, so it cannot be retried),
+// a task without read-write buffers that was beside it is retried and
+// succeeds, and later tasks run on the new process.
+func TestDriverRestart(t *testing.T) {
+	cfg := testConfig(crashyDir)
+	cfg.PluginRestarts = 3
+	rt, err := core.Init(context.Background(), core.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Shutdown()
+	before := rt.Workers()[0].Pid
+	x := []float32{1, 2}
+	h, _ := core.RegisterVector(rt, x)
+	if err := rt.Submit(&core.Task{Codelet: scalF32, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode(), Synchronous: true}); err != nil {
+		t.Fatal(err)
+	}
+	sleep := &core.Codelet{Name: "sleep", Kernels: map[driver.Arch]string{driver.CPU: "test_sleep"}}
+	sleeper := &core.Task{Codelet: sleep, Arg: binary.LittleEndian.AppendUint64(nil, uint64(300*time.Millisecond))}
+	// The crasher writes a buffer: it cannot be retried, so it kills the
+	// driver once.
+	crash := &core.Codelet{Name: "crash", Kernels: map[driver.Arch]string{driver.CPU: "test_exit"}, Modes: []core.Mode{core.RW}}
+	hc, _ := core.RegisterVector(rt, []float32{0})
+	crasher := &core.Task{Codelet: crash, Handles: []*core.Handle{hc}}
+	for _, tk := range []*core.Task{sleeper, crasher} {
+		if err := rt.Submit(tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := rt.Wait(crasher); !errors.Is(err, core.ErrPluginCrashed) {
+		t.Fatalf("the task that kills its driver: %v, want ErrPluginCrashed", err)
+	}
+	if err := rt.Wait(sleeper); err != nil {
+		t.Fatalf("the task beside it: %v, want it retried", err)
+	}
+	if !errors.Is(hc.Lost(), core.ErrDataLost) {
+		t.Fatalf("the crasher's buffer: Lost() = %v, want lost", hc.Lost())
+	}
+	if err := rt.Submit(&core.Task{Codelet: scalF32, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode(), Synchronous: true}); err != nil {
+		t.Fatalf("task after the restart: %v", err)
+	}
+	t.Logf("back to work %v after the first crash", time.Since(start).Round(time.Millisecond))
+	if after := rt.Workers()[0].Pid; after == before || after == 0 {
+		t.Fatalf("worker pid %d after the restart, %d before", after, before)
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if x[0] != 4 || x[1] != 8 {
+		t.Fatalf("x = %v, want [4 8]", x)
+	}
+}
+
+// A Retryable codelet's task whose driver dies mid-kernel (after writing
+// half its buffer) runs again on the restarted driver from a snapshot, and
+// the result is right; without Retryable the task fails and its data is
+// lost.
+func TestRetryableSnapshot(t *testing.T) {
+	cfg := testConfig(crashyDir)
+	cfg.PluginRestarts = 3
+	rt, err := core.Init(context.Background(), core.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Shutdown()
+	dir := t.TempDir()
+	cases := []struct {
+		name      string
+		retryable bool
+	}{{"retryable", true}, {"not retryable", false}}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cl := &core.Codelet{Name: "crash-once", Kernels: map[driver.Arch]string{driver.CPU: "test_crash_once"},
+				Modes: []core.Mode{core.RW}, Retryable: c.retryable}
+			x := make([]float32, 1024)
+			for k := range x {
+				x[k] = float32(k)
+			}
+			h, _ := core.RegisterVector(rt, x)
+			marker := filepath.Join(dir, c.name)
+			err := rt.Submit(&core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: []byte(marker), Synchronous: true})
+			if !c.retryable {
+				if !errors.Is(err, core.ErrPluginCrashed) {
+					t.Fatalf("task: %v, want ErrPluginCrashed", err)
+				}
+				if !errors.Is(h.Lost(), core.ErrDataLost) {
+					t.Fatalf("h.Lost() = %v, want the data lost", h.Lost())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("retryable task: %v", err)
+			}
+			if err := h.Unregister(); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range x {
+				if v != 2*float32(k) {
+					t.Fatalf("case %d: x[%d] = %v, want %v: the retry did not start from the snapshot", i, k, v, 2*float32(k))
+				}
+			}
+		})
+	}
+}
+
+// A task that kills its driver each time it runs is retried once, then
+// fails; the driver comes back after each death while it has restarts.
+func TestPoisonTaskRetriedOnce(t *testing.T) {
+	cfg := testConfig(crashyDir)
+	cfg.PluginRestarts = 2
+	rt, err := core.Init(context.Background(), core.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Shutdown()
+	crash := &core.Codelet{Name: "crash", Kernels: map[driver.Arch]string{driver.CPU: "test_exit"}}
+	if err := rt.Submit(&core.Task{Codelet: crash, Synchronous: true}); !errors.Is(err, core.ErrPluginCrashed) {
+		t.Fatalf("poison task: %v, want ErrPluginCrashed", err)
+	}
+	// Two deaths, two restarts: the driver is back.
+	if err := rt.Submit(&core.Task{Codelet: emptyCl, Synchronous: true}); err != nil {
+		t.Fatalf("task after the restarts: %v", err)
+	}
+	// No restart left: the next death is for good.
+	if err := rt.Submit(&core.Task{Codelet: crash, Synchronous: true}); !errors.Is(err, core.ErrPluginCrashed) {
+		t.Fatalf("poison task: %v, want ErrPluginCrashed", err)
+	}
+	err = rt.Submit(&core.Task{Codelet: emptyCl, Synchronous: true})
+	if !errors.Is(err, core.ErrPluginCrashed) && !errors.Is(err, core.ErrNoWorker) {
+		t.Fatalf("task with no restart left: %v, want it to fail", err)
+	}
+}
