@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/starpu-go/starpu/core/internal/loader"
@@ -333,16 +334,17 @@ func (j *job) snapshot(rt *Runtime) error {
 			spans = append(spans, base.Span{})
 			continue
 		}
-		s, err := rt.arena.Alloc(h.span.Size)
+		// The handle's own bytes: a tile's span also covers its
+		// neighbours' (the leading dimension), which other tasks write.
+		runs := h.ramRuns()
+		s, err := rt.snaps.get(rt, runsLen(runs))
 		if err != nil {
 			for _, s := range spans {
-				if s.Size > 0 {
-					rt.arena.Free(s)
-				}
+				rt.snaps.put(s)
 			}
 			return fmt.Errorf("snapshot of %s for retry: %w", h, err)
 		}
-		copy(rt.arena.Bytes(s), rt.arena.Bytes(h.span))
+		streamCopy(rt.arena.Bytes(s), []wire.CopyRange{{Len: s.Size}}, rt.arena.Bytes(h.span), runs)
 		spans = append(spans, s)
 	}
 	j.mu.Lock()
@@ -359,7 +361,8 @@ func (j *job) restoreSnapshot(rt *Runtime) {
 	}
 	for i, s := range x.snap {
 		if s.Size > 0 {
-			copy(rt.arena.Bytes(j.task.Handles[i].span), rt.arena.Bytes(s))
+			h := j.task.Handles[i]
+			streamCopy(rt.arena.Bytes(h.span), h.ramRuns(), rt.arena.Bytes(s), []wire.CopyRange{{Len: s.Size}})
 		}
 	}
 }
@@ -371,11 +374,41 @@ func (j *job) dropSnapshot(rt *Runtime) {
 		return
 	}
 	for _, s := range x.snap {
-		if s.Size > 0 {
-			rt.arena.Free(s)
-		}
+		rt.snaps.put(s)
 	}
 	x.snap = nil
+}
+
+// snapPool keeps snapshot buffers for reuse, by size: the arena's Free
+// returns pages to the kernel (a hole punched in the shared memory, which
+// every process mapping it then faults in again), far dearer than the copy.
+type snapPool struct {
+	mu   sync.Mutex
+	free map[uint64][]base.Span
+}
+
+func (p *snapPool) get(rt *Runtime, size uint64) (base.Span, error) {
+	p.mu.Lock()
+	if l := p.free[size]; len(l) > 0 {
+		s := l[len(l)-1]
+		p.free[size] = l[:len(l)-1]
+		p.mu.Unlock()
+		return s, nil
+	}
+	p.mu.Unlock()
+	return rt.arena.Alloc(size)
+}
+
+func (p *snapPool) put(s base.Span) {
+	if s.Size == 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.free == nil {
+		p.free = map[uint64][]base.Span{}
+	}
+	p.free[s.Size] = append(p.free[s.Size], s)
+	p.mu.Unlock()
 }
 
 // onDeadWorker handles j, assigned to worker wid of a driver that died:
@@ -389,4 +422,13 @@ func (e *engine) onDeadWorker(j *job, wid int, d *driverInst, err error) {
 	}
 	j.mayHaveRun = true // queued or running there: it may have started
 	e.fail(j, wid, err)
+}
+
+// runsLen is the bytes runs cover.
+func runsLen(runs []wire.CopyRange) uint64 {
+	var n uint64
+	for _, r := range runs {
+		n += r.Len
+	}
+	return n
 }

@@ -25,6 +25,7 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	size := fs.Int("size", 4096, "matrix order")
 	nblocks := fs.Int("nblocks", 16, "tiles per dimension")
 	check := fs.Bool("check", true, "verify the factor with a residual check")
+	retryable := fs.Bool("retryable", false, "mark the codelets Retryable: the runtime snapshots each task's read-write tile, so that a task whose driver plugin dies is run again on the restarted driver")
 	layout := fs.String("layout", "partition", "partition: one matrix cut into tiles by a filter (StarPU's cholesky_implicit); async: the same through a partition plan submitted with the tasks, gathered back asynchronously; contiguous: each tile allocated apart (cholesky_tile_tag)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -46,9 +47,9 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	var res choleskyResult
 	switch *precision {
 	case "single":
-		res, err = runCholesky[float32](rt, *size, *nblocks, *check, *layout, choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32})
+		res, err = runCholesky[float32](rt, *size, *nblocks, *check, *layout, choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32, *retryable})
 	case "double":
-		res, err = runCholesky[float64](rt, *size, *nblocks, *check, *layout, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64})
+		res, err = runCholesky[float64](rt, *size, *nblocks, *check, *layout, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64, *retryable})
 	default:
 		err = fmt.Errorf("cholesky: --precision %q: want single or double", *precision)
 	}
@@ -77,7 +78,12 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-type choleskyKernels struct{ potrf, trsm, syrk, gemm string }
+// choleskyKernels names the kernels of one precision; retryable marks the
+// codelets Retryable.
+type choleskyKernels struct {
+	potrf, trsm, syrk, gemm string
+	retryable               bool
+}
 
 type choleskyResult struct {
 	perArch   map[driver.Arch]int64
@@ -100,13 +106,13 @@ func element(i, j, n int) float64 {
 func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, layout string, ks choleskyKernels) (res choleskyResult, err error) {
 	bs := n / nb
 	cpu := func(k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes, Model: core.HistoryModel}
+		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable}
 	}
 	// The BLAS 3 kernels also run on OpenCL devices (driver-opencl hosts
 	// them under the same names); the factorisation of diagonal tiles stays
 	// on CPUs, as in StarPU's example.
 	anywhere := func(k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k, driver.OpenCL: k}, Modes: modes, Model: core.HistoryModel}
+		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k, driver.OpenCL: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable}
 	}
 	potrf := cpu(ks.potrf, core.RW)
 	trsm := anywhere(ks.trsm, core.R, core.RW)
