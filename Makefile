@@ -36,6 +36,7 @@ test: setup build
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 20m $(PLAIN_PKGS)
+	$(MAKE) fuzz FUZZTIME=2s
 
 # Fuzzing: each target runs FUZZTIME (go test fuzzes one target at a time).
 # Their seed corpora (and testdata/fuzz/) also run as ordinary tests in
