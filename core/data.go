@@ -409,18 +409,10 @@ func (h *Handle) Release() error { return h.ReleaseOnNode(0) }
 // the handle is unregistered all the same, the registered memory keeps what
 // it had, and the error says so.
 func (h *Handle) Unregister() error {
-	if err := h.checkUnregister(); err != nil {
+	a, err := h.closeAndWait()
+	if err != nil {
 		return err
 	}
-	if err := h.rt.mayBlock("unregister " + h.String()); err != nil {
-		return err
-	}
-	if err := h.close(false); err != nil {
-		return err
-	}
-	h.waitFree()
-	a := h.closingAcquire()
-	h.rt.await(a.granted)
 	lost := h.Lost()
 	if lost == nil {
 		if err := h.fetchTo(0, R); err != nil {
@@ -466,6 +458,25 @@ func (h *Handle) reopen() {
 	h.mu.Lock()
 	h.unregistered.Store(false)
 	h.mu.Unlock()
+}
+
+// closeAndWait is the start of a blocking unregistration: it checks it
+// may, closes h, and waits for the accesses recorded before, ordered and
+// unordered; the unregistration ends by completing the acquisition's job.
+func (h *Handle) closeAndWait() (*acquisition, error) {
+	if err := h.checkUnregister(); err != nil {
+		return nil, err
+	}
+	if err := h.rt.mayBlock("unregister " + h.String()); err != nil {
+		return nil, err
+	}
+	if err := h.close(false); err != nil {
+		return nil, err
+	}
+	h.waitFree()
+	a := h.closingAcquire()
+	h.rt.await(a.granted)
+	return a, nil
 }
 
 // closingAcquire is the unregistration's own acquisition of h in RW,

@@ -666,21 +666,13 @@ func (e *engine) invalidate(h *Handle) {
 // the registered memory (StarPU's starpu_data_unregister_no_coherency): it
 // waits for the tasks on the handle, then drops every replicate.
 func (h *Handle) UnregisterNoCoherency() error {
-	if err := h.checkUnregister(); err != nil {
+	a, err := h.closeAndWait()
+	if err != nil {
 		return err
 	}
-	if err := h.rt.mayBlock("unregister " + h.String()); err != nil {
-		return err
-	}
-	if err := h.close(false); err != nil {
-		return err
-	}
-	h.waitFree()
-	a := h.closingAcquire()
-	h.rt.await(a.granted)
 	// A write-only fetch moves nothing; it waits for a copy still landing
 	// in the RAM replicate, which is freed next.
-	err := h.fetchTo(0, W)
+	err = h.fetchTo(0, W)
 	h.dropReplicates()
 	h.mu.Lock()
 	h.homeValid = true // the registered memory keeps what it had
