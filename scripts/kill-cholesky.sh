@@ -3,10 +3,10 @@
 # signal (KILL or STOP) to the CPU driver plugin DELAY seconds after it
 # starts; prints the run's closing line. With STOP, set STARPU_PLUGIN_TIMEOUT
 # (say 1s) so that the stopped plugin is noticed soon.
-#   scripts/kill-cholesky.sh 0.25 KILL [more run flags]
+#   scripts/kill-cholesky.sh 0.4 KILL [more run flags]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-delay=${1:-0.25} sig=${2:-KILL}
+delay=${1:-0.4} sig=${2:-KILL}
 shift 2 || true
 bin/starpu run cholesky --size 4096 --nblocks 32 --retryable "$@" >/tmp/kill-cholesky.out 2>/tmp/kill-cholesky.err &
 pid=$!
