@@ -306,9 +306,10 @@ func (h *Handle) acquireCB(node int, m Mode, sequential bool, cb func(error)) er
 	rt.beginAsync()
 	h.acquireThenSeq(m, sequential, func(a *acquisition) {
 		a.node = node
+		cerr := a.check(h)
 		granted := func(err error) {
 			go func() {
-				if cerr := a.check(h); cerr != nil {
+				if cerr != nil {
 					rt.complete(a.job, -1, nil)
 					err = fmt.Errorf("acquire: %w", cerr)
 				} else if err != nil {
@@ -326,7 +327,7 @@ func (h *Handle) acquireCB(node int, m Mode, sequential bool, cb func(error)) er
 				rt.endAsync(nil)
 			}()
 		}
-		if !rt.multiNode || a.check(h) != nil {
+		if !rt.multiNode || cerr != nil {
 			granted(nil)
 			return
 		}

@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"context"
 	"errors"
 	"math"
 	"runtime/debug"
@@ -36,16 +35,12 @@ func wantLost(t *testing.T, what string, err error, by string, cause error) {
 // report the loss, and the registered memory is not overwritten; a
 // write-only task makes the value good again.
 func TestKernelErrorLosesData(t *testing.T) {
-	rt, err := core.Init(context.Background(), core.Options{Config: testConfig(crashyDir)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Shutdown()
+	rt := start(t, core.Options{Config: testConfig(crashyDir)})
 	x := []float32{1, 2, 3, 4}
 	y := []float32{5, 6, 7, 8}
 	hx, _ := core.RegisterVector(rt, x)
 	hy, _ := core.RegisterVector(rt, y)
-	err = rt.Submit(&core.Task{Codelet: failRW, Handles: []*core.Handle{hx}, Synchronous: true})
+	err := rt.Submit(&core.Task{Codelet: failRW, Handles: []*core.Handle{hx}, Synchronous: true})
 	if !errors.Is(err, core.ErrTaskFailed) {
 		t.Fatalf("failing task: %v", err)
 	}
@@ -108,11 +103,7 @@ func TestKernelErrorLosesData(t *testing.T) {
 // the task and the crash, and the half-written value never reaches the
 // application's memory.
 func TestDriverKilledMidKernelLosesData(t *testing.T) {
-	rt, err := core.Init(context.Background(), core.Options{Config: testConfig(crashyDir)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Shutdown()
+	rt := start(t, core.Options{Config: testConfig(crashyDir)})
 	x := make([]float32, 1024)
 	for i := range x {
 		x[i] = float32(i)
@@ -130,7 +121,7 @@ func TestDriverKilledMidKernelLosesData(t *testing.T) {
 		t.Fatalf("Wait on the crashing task: %v", err)
 	}
 	wantLost(t, "Acquire", h.Acquire(core.R), "half-writer", core.ErrPluginCrashed)
-	err = h.Unregister()
+	err := h.Unregister()
 	wantLost(t, "Unregister", err, "half-writer", core.ErrPluginCrashed)
 	if !strings.Contains(err.Error(), "not written back") {
 		t.Fatalf("Unregister: %v, want it to say the value was not written back", err)
@@ -155,11 +146,7 @@ func TestSchedulerCrashLongChain(t *testing.T) {
 	defer debug.SetMaxStack(debug.SetMaxStack(16 << 20))
 	cfg := testConfig(crashyDir)
 	cfg.Sched = "crashy"
-	rt, err := core.Init(context.Background(), core.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Shutdown()
+	rt := start(t, core.Options{Config: cfg})
 	h, _ := rt.RegisterVoid()
 	if err := h.Acquire(core.RW); err != nil {
 		t.Fatal(err)
@@ -194,11 +181,7 @@ func TestSchedulerCrashLongChain(t *testing.T) {
 func TestDriverCrashFailsTasksAtPush(t *testing.T) {
 	cfg := testConfig(crashyDir)
 	cfg.PluginRestarts = 0
-	rt, err := core.Init(context.Background(), core.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Shutdown()
+	rt := start(t, core.Options{Config: cfg})
 	h, _ := rt.RegisterVoid()
 	crash := &core.Codelet{Name: "crash", Kernels: map[driver.Arch]string{driver.CPU: "test_exit"}}
 	if err := rt.Submit(&core.Task{Codelet: crash, Synchronous: true}); !errors.Is(err, core.ErrPluginCrashed) {
@@ -236,11 +219,7 @@ func TestDriverCrashFailsTasksAtPush(t *testing.T) {
 // written back (its effect is in it) or fail; none may run on the freed
 // memory, which the next registration takes.
 func TestUnregisterRacingSubmit(t *testing.T) {
-	rt, err := core.Init(context.Background(), core.Options{Config: testConfig(pluginDir)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Shutdown()
+	rt := start(t, core.Options{Config: testConfig(pluginDir)})
 	const size = 1 << 12
 	for round := 0; round < 200; round++ {
 		x := make([]float32, size)
@@ -311,11 +290,7 @@ func TestUnregisterRacingSubmit(t *testing.T) {
 // TestNilAndOversizedArguments: calls with a nil task or an allocation
 // that overflows return errors instead of panicking.
 func TestNilAndOversizedArguments(t *testing.T) {
-	rt, err := core.Init(context.Background(), core.Options{Config: testConfig(pluginDir)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Shutdown()
+	rt := start(t, core.Options{Config: testConfig(pluginDir)})
 	cases := []struct {
 		name string
 		call func() error

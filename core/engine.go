@@ -309,7 +309,7 @@ func (e *engine) pushCheck(j *job) error {
 			return fmt.Errorf("%w: task %q: no live worker can run it (%s)", ErrPluginCrashed, j.name(), rt.deadDrivers())
 		}
 		if j.pinned >= 0 {
-			if d := rt.workers[j.pinned].drv; d.dead.Load() {
+			if d := rt.workers[j.pinned].drv; d.dead.Load() && !d.restarting.Load() {
 				return fmt.Errorf("%w: task %q must run on worker %d, whose driver-%s exited", ErrPluginCrashed, j.name(), j.pinned, d.name)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/starpu-go/starpu/core/internal/loader"
@@ -337,10 +336,12 @@ func (j *job) snapshot(rt *Runtime) error {
 		// The handle's own bytes: a tile's span also covers its
 		// neighbours' (the leading dimension), which other tasks write.
 		runs := h.ramRuns()
-		s, err := rt.snaps.get(rt, runsLen(runs))
+		s, err := rt.scratchAlloc(runsLen(runs))
 		if err != nil {
 			for _, s := range spans {
-				rt.snaps.put(s)
+				if s.Size > 0 {
+					rt.scratchFree(s)
+				}
 			}
 			return fmt.Errorf("snapshot of %s for retry: %w", h, err)
 		}
@@ -374,41 +375,11 @@ func (j *job) dropSnapshot(rt *Runtime) {
 		return
 	}
 	for _, s := range x.snap {
-		rt.snaps.put(s)
+		if s.Size > 0 {
+			rt.scratchKeep(s, snapKeep)
+		}
 	}
 	x.snap = nil
-}
-
-// snapPool keeps snapshot buffers for reuse, by size: the arena's Free
-// returns pages to the kernel (a hole punched in the shared memory, which
-// every process mapping it then faults in again), far dearer than the copy.
-type snapPool struct {
-	mu   sync.Mutex
-	free map[uint64][]base.Span
-}
-
-func (p *snapPool) get(rt *Runtime, size uint64) (base.Span, error) {
-	p.mu.Lock()
-	if l := p.free[size]; len(l) > 0 {
-		s := l[len(l)-1]
-		p.free[size] = l[:len(l)-1]
-		p.mu.Unlock()
-		return s, nil
-	}
-	p.mu.Unlock()
-	return rt.arena.Alloc(size)
-}
-
-func (p *snapPool) put(s base.Span) {
-	if s.Size == 0 {
-		return
-	}
-	p.mu.Lock()
-	if p.free == nil {
-		p.free = map[uint64][]base.Span{}
-	}
-	p.free[s.Size] = append(p.free[s.Size], s)
-	p.mu.Unlock()
 }
 
 // onDeadWorker handles j, assigned to worker wid of a driver that died:
@@ -423,6 +394,11 @@ func (e *engine) onDeadWorker(j *job, wid int, d *driverInst, err error) {
 	j.mayHaveRun = true // queued or running there: it may have started
 	e.fail(j, wid, err)
 }
+
+// snapKeep is how many snapshot buffers of a size are kept for reuse:
+// a snapshot lives from push to completion, so there are as many as
+// ready tasks, far more than workers.
+const snapKeep = 256
 
 // runsLen is the bytes runs cover.
 func runsLen(runs []wire.CopyRange) uint64 {

@@ -1,10 +1,10 @@
 package core_test
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,11 +20,7 @@ import (
 func TestDriverRestart(t *testing.T) {
 	cfg := testConfig(crashyDir)
 	cfg.PluginRestarts = 3
-	rt, err := core.Init(context.Background(), core.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Shutdown()
+	rt := start(t, core.Options{Config: cfg})
 	before := rt.Workers()[0].Pid
 	x := []float32{1, 2}
 	h, _ := core.RegisterVector(rt, x)
@@ -75,11 +71,7 @@ func TestDriverRestart(t *testing.T) {
 func TestRetryableSnapshot(t *testing.T) {
 	cfg := testConfig(crashyDir)
 	cfg.PluginRestarts = 3
-	rt, err := core.Init(context.Background(), core.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Shutdown()
+	rt := start(t, core.Options{Config: cfg})
 	dir := t.TempDir()
 	cases := []struct {
 		name      string
@@ -125,11 +117,7 @@ func TestRetryableSnapshot(t *testing.T) {
 func TestPoisonTaskRetriedOnce(t *testing.T) {
 	cfg := testConfig(crashyDir)
 	cfg.PluginRestarts = 2
-	rt, err := core.Init(context.Background(), core.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Shutdown()
+	rt := start(t, core.Options{Config: cfg})
 	crash := &core.Codelet{Name: "crash", Kernels: map[driver.Arch]string{driver.CPU: "test_exit"}}
 	if err := rt.Submit(&core.Task{Codelet: crash, Synchronous: true}); !errors.Is(err, core.ErrPluginCrashed) {
 		t.Fatalf("poison task: %v, want ErrPluginCrashed", err)
@@ -142,8 +130,43 @@ func TestPoisonTaskRetriedOnce(t *testing.T) {
 	if err := rt.Submit(&core.Task{Codelet: crash, Synchronous: true}); !errors.Is(err, core.ErrPluginCrashed) {
 		t.Fatalf("poison task: %v, want ErrPluginCrashed", err)
 	}
-	err = rt.Submit(&core.Task{Codelet: emptyCl, Synchronous: true})
+	err := rt.Submit(&core.Task{Codelet: emptyCl, Synchronous: true})
 	if !errors.Is(err, core.ErrPluginCrashed) && !errors.Is(err, core.ErrNoWorker) {
 		t.Fatalf("task with no restart left: %v, want it to fail", err)
+	}
+}
+
+// A driver that cannot be started again stays dead: the tasks only it can
+// run, those waiting in the policy included, fail with the restart's
+// error instead of waiting for workers that will not come back.
+func TestRestartFails(t *testing.T) {
+	cfg := testConfig(crashyDir)
+	cfg.PluginRestarts = 1
+	rt := start(t, core.Options{Config: cfg})
+	// From now on the crash-test driver exits as it starts.
+	t.Setenv("STARPU_TEST_CRASHY_EXIT_AT_START", "1")
+	h, _ := rt.RegisterVoid()
+	if err := h.Acquire(core.RW); err != nil {
+		t.Fatal(err)
+	}
+	waiting := &core.Task{Codelet: emptyRW, Handles: []*core.Handle{h}}
+	if err := rt.Submit(waiting); err != nil {
+		t.Fatal(err)
+	}
+	crash := &core.Codelet{Name: "crash", Kernels: map[driver.Arch]string{driver.CPU: "test_exit"}, Modes: []core.Mode{core.RW}}
+	hc, _ := rt.RegisterVoid()
+	if err := rt.Submit(&core.Task{Codelet: crash, Handles: []*core.Handle{hc}, Synchronous: true}); !errors.Is(err, core.ErrPluginCrashed) {
+		t.Fatalf("crashing task: %v", err)
+	}
+	h.Release() // the waiting task is pushed while the driver is down
+	done := make(chan error, 1)
+	go func() { done <- rt.Wait(waiting) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, core.ErrPluginCrashed) || !strings.Contains(err.Error(), "restart") {
+			t.Fatalf("task after a failed restart: %v, want ErrPluginCrashed naming the restart", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("task still waiting 20s after the restart failed")
 	}
 }

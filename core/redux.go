@@ -435,13 +435,19 @@ func (rt *Runtime) scratchAlloc(size uint64) (base.Span, error) {
 
 // scratchFree keeps a scratch buffer for reuse, up to one per worker and
 // size; the others go back to the arena.
-func (rt *Runtime) scratchFree(s base.Span) {
+func (rt *Runtime) scratchFree(s base.Span) { rt.scratchKeep(s, len(rt.workers)) }
+
+// scratchKeep keeps s for reuse while fewer than keep buffers of its size
+// are kept, and frees it otherwise. Freeing punches a hole in the shared
+// memory (every process mapping it faults it in again): callers with many
+// buffers in flight keep more.
+func (rt *Runtime) scratchKeep(s base.Span, keep int) {
 	c := &rt.access
 	c.scratchMu.Lock()
 	if c.scratch == nil {
 		c.scratch = map[uint64][]base.Span{}
 	}
-	if l := c.scratch[s.Size]; len(l) < len(rt.workers) {
+	if l := c.scratch[s.Size]; len(l) < keep {
 		c.scratch[s.Size] = append(l, s)
 		c.scratchMu.Unlock()
 		return

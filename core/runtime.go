@@ -152,8 +152,6 @@ type Runtime struct {
 	stopRestarts chan struct{}
 	restartMu    sync.Mutex // orders restartWG.Add before Wait
 	restartsOff  bool
-	// snaps are the buffers of Retryable tasks' snapshots.
-	snaps snapPool
 
 	// access is the state of access modes and arbitration (access.go).
 	access accessRT
