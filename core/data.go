@@ -48,7 +48,7 @@ type Handle struct {
 	children    []*Handle
 	partitioned atomic.Bool
 	// ofPlan is the asynchronous partition plan this handle is a child of;
-	// plans are this handle's own (partitionplan.go, under planMu);
+	// plans are this handle's own (data_partitionplan.go, under planMu);
 	// restrict is what they leave tasks allowed to do with it.
 	ofPlan   *Plan
 	plans    []*Plan
@@ -56,7 +56,7 @@ type Handle struct {
 	restrict atomic.Uint32
 
 	// reps has one replicate per memory node when there are several (see
-	// coherency.go); validMask mirrors which are valid for other goroutines.
+	// mem_coherency.go); validMask mirrors which are valid for other goroutines.
 	reps      []replicate
 	validMask atomic.Uint64
 
@@ -66,14 +66,14 @@ type Handle struct {
 	lastWriter *job
 	readers    []*job
 	held       []*acquisition
-	// acc is what accesses beyond ordered R and W need (access.go).
+	// acc is what accesses beyond ordered R and W need (data_access.go).
 	acc *accessState
 
 	unregistered atomic.Bool
 	// lost, when set, says which failed task lost the value (data_lost.go).
 	lost atomic.Pointer[lostData]
 
-	// x is what the data-management calls of datainfo.go and dataops.go
+	// x is what the data-management calls of data_info.go and mem_requests.go
 	// keep: name, user data, hints, write-through mask.
 	x handleExt
 }
@@ -326,7 +326,7 @@ type acquisition struct {
 	job     *job
 	granted chan struct{}
 	// onGrant, when set, runs instead of granting: the job is a partition
-	// plan's switch (partitionplan.go) or an asynchronous acquisition
+	// plan's switch (data_partitionplan.go) or an asynchronous acquisition
 	// (acquireThen). node is where the data is held.
 	onGrant func()
 	node    int

@@ -153,10 +153,10 @@ type Runtime struct {
 	restartMu    sync.Mutex // orders restartWG.Add before Wait
 	restartsOff  bool
 
-	// access is the state of access modes and arbitration (access.go).
+	// access is the state of access modes and arbitration (data_access.go).
 	access accessRT
 
-	// cbs are the threads running application callbacks (acquire.go).
+	// cbs are the threads running application callbacks (data_acquire.go).
 	cbs callbackThreads
 }
 

@@ -187,7 +187,7 @@ type job struct {
 	// again (plugin_restart.go).
 	retried bool
 	// arb: the job takes data locks when ready, or is a reduction job;
-	// sub: its worker gets SCRATCH or REDUX buffers (access.go).
+	// sub: its worker gets SCRATCH or REDUX buffers (data_access.go).
 	arb, sub bool
 	// ctx is the context the task was submitted to (nil: global), sctx
 	// the one whose policy holds it once pushed.

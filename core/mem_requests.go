@@ -14,7 +14,7 @@ import (
 // The application's data requests (allocations, fetches, prefetches),
 // coherency hints (won't use, write-through, invalidation), and the
 // operations that end or copy a handle's data, over the coherency engine
-// of coherency.go.
+// of mem_coherency.go.
 
 // reqKind says when the engine issues a data request.
 type reqKind uint8

@@ -28,7 +28,7 @@ type memNode struct {
 	reps map[*replicate]struct{}
 	// memWaiters wait for tasks to release memory on the node.
 	memWaiters []dataWaiter
-	// reqs are the application's prefetches to the node (dataops.go).
+	// reqs are the application's prefetches to the node (mem_requests.go).
 	reqs nodeRequests
 }
 
