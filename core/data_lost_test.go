@@ -146,6 +146,7 @@ func TestSchedulerCrashLongChain(t *testing.T) {
 	defer debug.SetMaxStack(debug.SetMaxStack(16 << 20))
 	cfg := testConfig(crashyDir)
 	cfg.Sched = "crashy"
+	cfg.PluginRestarts = 0
 	rt := start(t, core.Options{Config: cfg})
 	h, _ := rt.RegisterVoid()
 	if err := h.Acquire(core.RW); err != nil {

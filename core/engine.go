@@ -245,26 +245,28 @@ func (e *engine) push(j *job, releasedBy int32) {
 		}
 	}
 	c := e.rt.global
-	if j.ctx == nil {
-		// The global context is never deleted and breaks only with the
-		// runtime: no check to make.
-		c.mu.Lock()
-	} else {
+	if j.ctx != nil {
 		c = j.ctx
+	}
+	c.mu.Lock()
+	if c.deleted {
+		// Its tasks go to the global context, which is never deleted.
+		c.mu.Unlock()
+		c = e.rt.global
 		c.mu.Lock()
-		if c.deleted {
-			// Its tasks go to the global context.
-			c.mu.Unlock()
-			c = e.rt.global
-			c.mu.Lock()
-		}
-		if bp := c.broken.Load(); bp != nil {
-			c.mu.Unlock()
-			e.rt.failLater(j, *bp)
-			return
-		}
+	}
+	if bp := c.broken.Load(); bp != nil {
+		c.mu.Unlock()
+		e.rt.failLater(j, *bp)
+		return
 	}
 	j.sctx = c
+	if c.restarting.Load() {
+		// Held for the policy's next instance (sched_restart.go).
+		e.track(j)
+		c.mu.Unlock()
+		return
+	}
 	n := wire.PushLen(len(p.Transfer))
 	k := e.postKernel(j, c)
 	if k >= 0 {
@@ -282,6 +284,12 @@ func (e *engine) push(j *job, releasedBy int32) {
 		// its move of the unassigned tasks, comes after this push.
 		e.track(j)
 		c.rings.events.Commit()
+	} else if c.proc != nil && c.proc.Exited() && !e.stopping.Load() {
+		// The policy died with its ring full: the engine restarts it and
+		// hands the new instance the tasks tracked for it, or fails them.
+		e.track(j)
+		c.mu.Unlock()
+		return
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -402,7 +410,7 @@ func (e *engine) loop() {
 	e.tid.Store(int32(syscall.Gettid()))
 	defer func() {
 		for _, c := range *e.ctxs.Load() {
-			c.failAcks(ErrShutdown)
+			c.failAcks(ErrShutdown, false)
 		}
 		e.tid.Store(0)
 		close(e.done)
@@ -653,7 +661,7 @@ func (e *engine) fail(j *job, wid int, err error) {
 // sendDone returns a worker's slot to the context whose policy assigned
 // the task.
 func (e *engine) sendDone(c *Context, wid int, id uint64, dur int64) {
-	if c == nil || c.stopped || !e.schedUsable() || c.broken.Load() != nil {
+	if c == nil || c.stopped || !e.schedUsable() || c.broken.Load() != nil || c.restarting.Load() {
 		return
 	}
 	d := wire.Done{Worker: int32(wid), ID: id, DurationNs: dur}
@@ -793,37 +801,18 @@ func (e *engine) checkPlugins() {
 			e.onDeadWorker(j, int(j.worker), d, fmt.Errorf("%w: driver-%s (pid %d) %s while task %q was on worker %d", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc), j.name(), j.worker))
 		}
 	}
-	if rt.schedP != nil && rt.broken.Load() == nil && rt.schedP.Exited() {
-		// Its last decisions first: the tasks it posted to workers run.
-		e.drainContext(rt.global)
-		err := fmt.Errorf("%w: scheduler sched-%s (pid %d) %s", ErrPluginCrashed, rt.cfg.Sched, rt.schedP.Pid(), exitNote(rt.schedP))
-		rt.broken.Store(&err)
-		e.checks.Store(true)
-		rt.log.Error("scheduler plugin exited", "sched", rt.cfg.Sched)
-		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker < 0 }) {
-			e.untrack(j.id)
-			rt.failLater(j, err)
-		}
-		for _, c := range *e.ctxs.Load() {
-			c.failAcks(err)
-		}
-	}
-	for _, c := range (*e.ctxs.Load())[1:] {
-		if c.proc == nil || c.broken.Load() != nil || !c.proc.Exited() {
+	for _, c := range *e.ctxs.Load() {
+		if c.proc == nil || c.restarting.Load() || c.broken.Load() != nil || rt.broken.Load() != nil || !c.proc.Exited() {
 			continue
 		}
-		err := fmt.Errorf("%w: scheduler sched-%s of %s (pid %d) %s", ErrPluginCrashed, c.policy, c, c.proc.Pid(), exitNote(c.proc))
-		// Under c.mu: a push or workers message either saw the context
-		// broken or is tracked by now, and is failed below.
-		c.mu.Lock()
-		c.broken.Store(&err)
-		c.mu.Unlock()
-		rt.log.Error("scheduler plugin exited", "context", c.name, "sched", c.policy)
-		c.failAcks(err)
-		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker < 0 && j.sctx == c }) {
-			e.untrack(j.id)
-			rt.failLater(j, err)
+		// Its last decisions first: the tasks it assigned run.
+		e.drainContext(c)
+		if why := e.schedRestartBlocked(c); why != "" {
+			rt.log.Error("scheduler plugin exited", "context", c.name, "sched", c.policy, "restart", why)
+			e.schedDied(c, fmt.Errorf("%w: scheduler sched-%s of %s (pid %d) %s", ErrPluginCrashed, c.policy, c, c.proc.Pid(), exitNote(c.proc)))
+			continue
 		}
+		e.beginSchedRestart(c)
 	}
 }
 

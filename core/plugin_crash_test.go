@@ -18,11 +18,13 @@ import (
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 )
 
-// TestSchedulerCrashMidRun: the tasks waiting for a decision fail, Wait
+// TestSchedulerCrashMidRun: a scheduler that dies again once restarted
+// leaves the runtime broken: the tasks waiting for a decision fail, Wait
 // returns, later submits fail, shutdown completes.
 func TestSchedulerCrashMidRun(t *testing.T) {
 	cfg := testConfig(crashyDir)
 	cfg.Sched = "crashy"
+	cfg.PluginRestarts = 1 // the restarted instance dies on the same task
 	rt, err := core.Init(context.Background(), core.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)

@@ -69,8 +69,13 @@ func restartBackoff(n int) time.Duration {
 
 // canRestart tells whether the dead driver d may be started again.
 func (rt *Runtime) canRestart(d *driverInst) bool {
-	if d.proc == nil || d.restarts >= rt.cfg.PluginRestarts || rt.broken.Load() != nil || rt.shutdown.Load() {
+	if d.proc == nil || d.restarts >= rt.cfg.RestartsFor("driver-"+d.name) || rt.broken.Load() != nil || rt.shutdown.Load() {
 		return false
+	}
+	for _, c := range *rt.engine.ctxs.Load() {
+		if c.restarting.Load() {
+			return false // one restart at a time (sched_restart.go)
+		}
 	}
 	for _, w := range d.workers {
 		if w.node != 0 {

@@ -598,15 +598,20 @@ func (rt *Runtime) teardown() error {
 	if rt.engine != nil {
 		rt.engine.stop()
 	}
-	if rt.sched != nil && rt.engine != nil && rt.engine.started {
-		if rt.schedP == nil || !rt.schedP.Exited() {
-			if err := deinit(rt.sched.Deinit); err != nil {
+	// The global policy: the one Init started, or its restarted instance.
+	s, sp := rt.sched, rt.schedP
+	if rt.global != nil {
+		s, sp = rt.global.sched, rt.global.plugin()
+	}
+	if s != nil && rt.engine != nil && rt.engine.started {
+		if sp == nil || !sp.Exited() {
+			if err := deinit(s.Deinit); err != nil {
 				errs = append(errs, fmt.Errorf("scheduler deinit: %w", err))
 			}
 		}
 	}
-	if rt.schedP != nil {
-		rt.schedP.Kill()
+	if sp != nil {
+		sp.Kill()
 	}
 	if rt.engine != nil {
 		for _, c := range (*rt.engine.ctxs.Load())[1:] {

@@ -106,8 +106,8 @@ func (rt *Runtime) ProbePlugins(ctx context.Context) ([]PluginInfo, error) {
 			loaded[p.Path] = p
 		}
 	}
-	if rt.schedP != nil {
-		loaded[rt.schedP.Path] = rt.schedP
+	if p := rt.global.plugin(); p != nil {
+		loaded[p.Path] = p
 	}
 	var out []PluginInfo
 	for _, c := range cands {

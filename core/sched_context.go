@@ -91,6 +91,14 @@ type Context struct {
 
 	// broken holds why the context cannot schedule (its plugin died).
 	broken atomic.Pointer[error]
+	// restarting: a new instance of the dead policy is starting; push
+	// tracks its tasks without writing them (sched_restart.go). Set and
+	// cleared under mu; restarts counts the restarts (engine goroutine).
+	restarting atomic.Bool
+	restarts   int
+	// cfg is the policy's configuration when WithPolicyConfig gave one
+	// (nil: its plugin block), kept to configure a restarted instance.
+	cfg base.Config
 	// stopped is set by the engine goroutine once a deleted context's
 	// queued tasks have moved: completions no longer reach its policy.
 	stopped bool
@@ -251,7 +259,7 @@ func (rt *Runtime) createContext(ctx context.Context, x config.Context) (_ *Cont
 		id = max(id, c.id)
 	}
 	c := newContext(rt, id+1, x.Name, x.Sched, rings, slices.Clone(x.Workers))
-	c.sched, c.proc = s, proc
+	c.sched, c.proc, c.cfg = s, proc, x.Config
 	if proc == nil {
 		// An in-process policy's thread needs a P, as the global one's.
 		rt.reserveThreads(1)
@@ -426,6 +434,9 @@ func (c *Context) sendWorkersLocked(op uint32, ids []int, then func()) (*ackWait
 		if p := c.broken.Load(); p != nil {
 			return nil, *p
 		}
+		if c.restarting.Load() {
+			return nil, fmt.Errorf("scheduler sched-%s of %s is restarting after a crash: try again", c.policy, c)
+		}
 		return nil, fmt.Errorf("scheduler sched-%s is not running", c.policy)
 	}
 	c.seq++
@@ -472,14 +483,24 @@ func (c *Context) acked(seq uint64) {
 	close(w.done)
 }
 
-// failAcks releases the waits for echoes that will not come.
-func (c *Context) failAcks(err error) {
+// failAcks releases the waits for echoes that will not come, with err
+// (nil when a restarted instance took the change in at its Init). With
+// runThen their then runs as it would have at the echo: the policy that
+// could have assigned to the workers concerned is gone. Engine goroutine.
+func (c *Context) failAcks(err error, runThen bool) {
 	c.acksMu.Lock()
-	defer c.acksMu.Unlock()
+	var ws []*ackWait
 	for seq, w := range c.acks {
+		ws = append(ws, w)
+		delete(c.acks, seq)
+	}
+	c.acksMu.Unlock()
+	for _, w := range ws {
+		if runThen && w.then != nil {
+			w.then()
+		}
 		w.err = err
 		close(w.done)
-		delete(c.acks, seq)
 	}
 }
 
@@ -554,7 +575,10 @@ func (c *Context) Delete() error {
 	live := *rt.engine.ctxs.Load()
 	next := slices.DeleteFunc(slices.Clone(live), func(x *Context) bool { return x == c })
 	rt.engine.ctxs.Store(&next)
-	rt.freeRings = append(rt.freeRings, c.rings)
+	if !c.restarting.Load() {
+		// A restart under way may still use the rings: not reused then.
+		rt.freeRings = append(rt.freeRings, c.rings)
+	}
 	rt.ctxMu.Unlock()
 	if len(errs) > 0 {
 		return fmt.Errorf("delete %s: %w", c, errors.Join(errs...))

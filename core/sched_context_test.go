@@ -326,7 +326,10 @@ context "rest" {
 // A context's policy process dies: the tasks waiting in it fail naming it,
 // the context refuses work without hanging, the global context goes on.
 func TestContextSchedulerCrash(t *testing.T) {
-	rt := start(t, core.Options{Config: testConfig(crashyDir)})
+	cfg := testConfig(crashyDir)
+	off := 0 // restarts off for this plugin only
+	cfg.Plugins["sched-crashy"] = config.Plugin{Name: "sched-crashy", Restarts: &off}
+	rt := start(t, core.Options{Config: cfg})
 	c, err := rt.CreateContext("doomed", []int{0}, "crashy")
 	if err != nil {
 		t.Fatal(err)

@@ -90,9 +90,11 @@ type Config struct {
 	// stored models and starts again.
 	Calibrate int
 	// PluginRestarts is how many times, in the life of a runtime, a driver
-	// plugin whose process dies is started again (with a backoff), its
-	// workers brought back and the tasks that can be retried without a
-	// wrong result run again; 0 turns restarts off. Default
+	// or scheduler plugin whose process dies is started again (with a
+	// backoff): a driver's workers come back and the tasks that can be
+	// retried without a wrong result run again; a scheduler is handed the
+	// tasks it held. 0 turns restarts off. A plugin block's restarts
+	// attribute overrides it for that plugin (RestartsFor). Default
 	// DefaultPluginRestarts.
 	PluginRestarts int
 	// PluginTimeout is how long a plugin process may stay silent (miss its
@@ -144,6 +146,10 @@ type Plugin struct {
 	// Config holds the attributes of the block's config body. It is never nil
 	// for a plugin decoded from a file.
 	Config base.Config
+	// Restarts, when not nil, replaces PluginRestarts for this plugin (the
+	// block's restarts attribute): 0 lets it stay dead, for users who
+	// prefer to stop.
+	Restarts *int
 }
 
 // Default returns the default configuration. Its PluginDir is the "plugins"
@@ -188,6 +194,15 @@ func (c *Config) Clone() *Config {
 		n.Plugins[k] = p
 	}
 	return &n
+}
+
+// RestartsFor is how many times the named plugin may be restarted: its
+// block's restarts attribute, or PluginRestarts.
+func (c *Config) RestartsFor(name string) int {
+	if p, ok := c.Plugins[name]; ok && p.Restarts != nil {
+		return *p.Restarts
+	}
+	return c.PluginRestarts
 }
 
 // Plugin returns the configuration of the named plugin, or an empty one when

@@ -147,6 +147,13 @@ func TestParse(t *testing.T) {
 			c.Plugins["p"] = Plugin{Name: "p", Config: base.Config{"n": int64(-2)}}
 			return c
 		}},
+		{"per-plugin restarts", "a.hcl", "plugin_restarts = 5\nplugin \"sched-ws\" {\n  restarts = 0\n}\n", func() *Config {
+			c := Default()
+			c.PluginRestarts = 5
+			zero := 0
+			c.Plugins["sched-ws"] = Plugin{Name: "sched-ws", Config: base.Config{}, Restarts: &zero}
+			return c
+		}},
 		{"json syntax", "a.json", `{
   "sched": "dmda", "ncpu": 2, "queue_depth": 8, "spin_iters": 500,
   "arena_size": "8GiB", "log_level": "info", "plugin_dir": "/opt/starpu/plugins",
@@ -172,6 +179,21 @@ func TestParse(t *testing.T) {
 	}
 	if !reflect.DeepEqual(def, Default()) {
 		t.Fatal("Default() changed")
+	}
+}
+
+func TestRestartsFor(t *testing.T) {
+	c, err := Parse([]byte("plugin_restarts = 4\nplugin \"driver-cpu\" {\n  restarts = 0\n}\nplugin \"sched-ws\" {\n  config {\n    steal = true\n  }\n}\n"), "a.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"driver-cpu": 0, "sched-ws": 4, "sched-dmda": 4} {
+		if got := c.RestartsFor(name); got != want {
+			t.Errorf("RestartsFor(%q) = %d, want %d", name, got, want)
+		}
+	}
+	if got := c.Clone().RestartsFor("driver-cpu"); got != 0 {
+		t.Errorf("a clone forgets the per-plugin restarts: %d", got)
 	}
 }
 
@@ -216,6 +238,8 @@ func TestParseErrors(t *testing.T) {
 		{"nested block in plugin config", "plugin \"a\" {\n  config {\n    inner {}\n  }\n}\n", []string{"test.hcl:3:"}},
 		{"null in plugin config", "plugin \"a\" {\n  config {\n    x = null\n  }\n}\n", []string{"test.hcl:3:9", "null"}},
 		{"duplicate config key", "plugin \"a\" {\n  config {\n    x = 1\n    x = 2\n  }\n}\n", []string{"test.hcl:4:"}},
+		{"negative plugin restarts", "plugin \"a\" {\n  restarts = -1\n}\n", []string{"test.hcl:2:14", "restarts", ">= 0"}},
+		{"restarts inside config", "plugin \"a\" {\n  restarts = true\n}\n", []string{"test.hcl:2:14", "restarts"}},
 		{"two errors both reported", "ncpu = \"x\"\nsched = 1\n", []string{"test.hcl:1:8", "test.hcl:2:9"}},
 	}
 	for _, tt := range tests {

@@ -51,7 +51,8 @@ var contextSchema = &hcl.BodySchema{
 
 // pluginSchema is the body of a `plugin "name" { ... }` block.
 var pluginSchema = &hcl.BodySchema{
-	Blocks: []hcl.BlockHeaderSchema{{Type: "config"}},
+	Attributes: []hcl.AttributeSchema{{Name: "restarts"}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "config"}},
 }
 
 // LoadFile reads the HCL configuration file at path and returns Default()
@@ -288,10 +289,10 @@ func (c *Config) decode(src []byte, filename, baseDir string) hcl.Diagnostics {
 			continue
 		}
 		seen[name] = blk
-		pc, pdiags := decodePlugin(blk)
+		p, pdiags := decodePlugin(blk)
 		diags = append(diags, pdiags...)
 		if !pdiags.HasErrors() {
-			c.Plugins[name] = Plugin{Name: name, Config: pc}
+			c.Plugins[name] = p
 		}
 	}
 	return diags
@@ -389,9 +390,22 @@ func intListAttr(attr *hcl.Attribute, val cty.Value) ([]int, *hcl.Diagnostic) {
 
 // decodePlugin decodes the body of one plugin block: at most one config block
 // of free-form scalar attributes.
-func decodePlugin(blk *hcl.Block) (base.Config, hcl.Diagnostics) {
+func decodePlugin(blk *hcl.Block) (Plugin, hcl.Diagnostics) {
 	content, diags := blk.Body.Content(pluginSchema)
 	cfg := base.Config{}
+	p := Plugin{Name: blk.Labels[0], Config: cfg}
+	if attr, ok := content.Attributes["restarts"]; ok {
+		val, vdiags := attr.Expr.Value(nil)
+		diags = append(diags, vdiags...)
+		if !vdiags.HasErrors() {
+			n, d := intAttr(attr, val, 0, 1<<20, "an integer >= 0")
+			if d != nil {
+				diags = append(diags, d)
+			} else {
+				p.Restarts = &n
+			}
+		}
+	}
 	var first *hcl.Block
 	for _, cb := range content.Blocks {
 		if first != nil {
@@ -408,7 +422,7 @@ func decodePlugin(blk *hcl.Block) (base.Config, hcl.Diagnostics) {
 		diags = append(diags, bdiags...)
 		maps.Copy(cfg, body)
 	}
-	return cfg, diags
+	return p, diags
 }
 
 // decodeConfigBody reads a config block's free-form scalar attributes.

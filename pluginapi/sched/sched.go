@@ -102,7 +102,9 @@ type Policy interface {
 	// has room in its queue.
 	Pop(id int) *Task
 	// PostExec tells the policy that task id finished on worker after
-	// running for durationNs.
+	// running for durationNs. It may name a task the policy never saw:
+	// when a policy's process is restarted after a crash, the tasks its
+	// previous instance handed out still finish, and are ignored.
 	PostExec(worker int, id uint64, durationNs int64)
 	// Deinit is called once at shutdown.
 	Deinit()

@@ -288,6 +288,12 @@ func (r *Ring) Empty() bool {
 	return r.consHead == r.consPos
 }
 
+// Drained reports whether the consumer has released every message the
+// producer has published. Unlike Empty it reads only the shared header, so
+// any process may ask, from a handle opened on the ring for the purpose:
+// the core asks it of a scheduler ring whose producer has died.
+func (r *Ring) Drained() bool { return r.head.Load() == r.tail.Load() }
+
 // Backlog is how many bytes of published messages the consumer has not
 // released yet, the one Peek returned included. Consumer side.
 func (r *Ring) Backlog() uint64 { return r.head.Load() - r.consPos }

@@ -320,13 +320,16 @@ func (d *Driver) runRing(w *worker, r *shm.Ring, name string) error {
 			c.Err = []byte(err.Error())
 		}
 		c.EndNs = wire.Now()
-		r.Release()
+		// The completion is committed before the Exec is released: the
+		// core reads a drained scheduler ring as "every task posted there
+		// has completed" (driver.WorkerSpec.SchedRing).
 		b, err := w.completion.ReserveWait(wire.CompletionLen(len(c.Err)), alive)
 		if err != nil {
 			return fmt.Errorf("completion ring: %w", err)
 		}
 		c.Encode(b)
 		w.completion.Commit()
+		r.Release()
 		w.completed()
 	}
 	return nil
