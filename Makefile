@@ -10,7 +10,7 @@ PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driv
 RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/... ./plugins/sched-dmda/...
 PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./cmd/... ./examples/...
 
-.PHONY: all build demo test setup bench
+.PHONY: all build demo test setup bench lint
 all: build
 
 build:
@@ -32,11 +32,19 @@ demo: setup build
 	$(BIN)/starpu machine
 	$(BIN)/starpu run cholesky --precision single --size 4096 --nblocks 16
 
-test: setup build
-	$(GO) vet ./...
+test: setup build lint
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 20m $(PLAIN_PKGS)
 	$(MAKE) fuzz FUZZTIME=2s
+
+# The lint gate: go vet, staticcheck (its checks in staticcheck.conf; the
+# pinned version is fetched from the module proxy) and the repository's own
+# checks in internal/lint.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) test -count=1 ./internal/lint
 
 # Fuzzing: each target runs FUZZTIME (go test fuzzes one target at a time).
 # Their seed corpora (and testdata/fuzz/) also run as ordinary tests in

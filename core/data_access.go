@@ -38,7 +38,8 @@ const (
 	Commute = kernel.Commute
 )
 
-// ErrWouldBlock: TryAcquire cannot be granted at once.
+// ErrWouldBlock is TryAcquire's error when the access cannot be granted at
+// once.
 var ErrWouldBlock = errors.New("access would block")
 
 // accessRT is the runtime's share of access modes and arbitration.

@@ -81,7 +81,7 @@ func (rt *Runtime) ifaceNamed(name string) (*ifaceInst, error) {
 // ifaceErr names a crashed interface plugin as such.
 func (in *ifaceInst) err(op string, err error) error {
 	if errors.Is(err, base.ErrPluginExited) || (in.proc != nil && in.proc.Exited()) {
-		return fmt.Errorf("%w: data interface plugin iface-%s: %s: %v", ErrPluginCrashed, in.name, op, err)
+		return fmt.Errorf("%w: data interface plugin iface-%s: %s: %w", ErrPluginCrashed, in.name, op, err)
 	}
 	return fmt.Errorf("iface-%s: %s: %w", in.name, op, err)
 }
@@ -108,7 +108,7 @@ func (rt *Runtime) RegisterInterface(name string, meta []byte, parts [][]byte) (
 		if e := in.err("describe", err); errors.Is(e, ErrPluginCrashed) {
 			return nil, e
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidData, name, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidData, name, err)
 	}
 	if err := desc.Check(); err != nil {
 		return nil, in.err("describe", err)
@@ -160,7 +160,7 @@ func (rt *Runtime) RegisterInterface(name string, meta []byte, parts [][]byte) (
 			if e := in.err("describe", err); errors.Is(e, ErrPluginCrashed) {
 				return nil, e
 			}
-			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidData, name, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidData, name, err)
 		}
 	}
 	rt.track(h)

@@ -79,10 +79,10 @@ func (h *Handle) SetReductionMethods(redux, init *Codelet) error {
 		return fmt.Errorf("reduction methods of %s: init codelet: %w", h, err)
 	}
 	if err := checkMethodModes(redux, []Mode{RW, R}); err != nil {
-		return fmt.Errorf("%w: reduction methods of %s: reduction codelet %q: %v", ErrInvalidTask, h, redux.Name, err)
+		return fmt.Errorf("%w: reduction methods of %s: reduction codelet %q: %w", ErrInvalidTask, h, redux.Name, err)
 	}
 	if err := checkMethodModes(init, []Mode{W}); err != nil {
-		return fmt.Errorf("%w: reduction methods of %s: init codelet %q: %v", ErrInvalidTask, h, init.Name, err)
+		return fmt.Errorf("%w: reduction methods of %s: init codelet %q: %w", ErrInvalidTask, h, init.Name, err)
 	}
 	if ri.nowhere || ii.nowhere {
 		return fmt.Errorf("%w: reduction methods of %s: the codelets must run somewhere", ErrInvalidTask, h)
@@ -331,7 +331,7 @@ func (e *engine) prepareSub(j *job, w *workerState) bool {
 		}
 		if c.initX == nil {
 			if err := e.startInit(u, c, w); err != nil {
-				e.fail(j, w.id, fmt.Errorf("%w: task %q: REDUX buffer of %s on worker %d: %v", ErrTaskFailed, j.name(), u.h, w.id, err))
+				e.fail(j, w.id, fmt.Errorf("%w: task %q: REDUX buffer of %s on worker %d: %w", ErrTaskFailed, j.name(), u.h, w.id, err))
 				return false
 			}
 		}
@@ -413,7 +413,7 @@ func (iw *initWaiter) xferDone(e *engine, err error) {
 		return
 	}
 	if a.initErr != nil {
-		e.fail(iw.j, iw.w.id, fmt.Errorf("%w: task %q: init codelet of its REDUX buffer: %v", ErrTaskFailed, iw.j.name(), a.initErr))
+		e.fail(iw.j, iw.w.id, fmt.Errorf("%w: task %q: init codelet of its REDUX buffer: %w", ErrTaskFailed, iw.j.name(), a.initErr))
 		return
 	}
 	e.enqueue(iw.w, iw.j)

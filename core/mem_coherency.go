@@ -543,7 +543,7 @@ func (j *job) xferDone(e *engine, err error) {
 	}
 	w := j.waitWorker
 	if j.xferErr != nil {
-		e.fail(j, w.id, fmt.Errorf("%w: task %q: data transfer to %s: %v", ErrTaskFailed, j.name(), e.rt.nodes[w.node].name, j.xferErr))
+		e.fail(j, w.id, fmt.Errorf("%w: task %q: data transfer to %s: %w", ErrTaskFailed, j.name(), e.rt.nodes[w.node].name, j.xferErr))
 		return
 	}
 	e.enqueue(w, j)

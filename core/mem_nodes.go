@@ -2,8 +2,6 @@ package core
 
 import (
 	"fmt"
-
-	"github.com/starpu-go/starpu/pluginapi/driver"
 )
 
 // memNode is a memory node: RAM (node 0, the shared-memory arena) or a
@@ -76,12 +74,4 @@ func (d *driverInst) globalNode(local int) int {
 		return 0
 	}
 	return d.nodeBase + local - 1
-}
-
-// archOfNode is the architecture whose workers compute on node n.
-func (rt *Runtime) archOfNode(n int) driver.Arch {
-	if n == 0 {
-		return driver.CPU
-	}
-	return rt.nodes[n].drv.fp.Arch
 }

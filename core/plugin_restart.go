@@ -290,7 +290,7 @@ func (e *engine) restartFailed(d *driverInst, err error) {
 	dead := e.deadArch.Load()
 	for _, j := range e.jobsWhere(func(j *job) bool { return j.worker < 0 && j.archMask&^dead == 0 }) {
 		if e.untrack(j.id) != nil {
-			e.rt.failLater(j, fmt.Errorf("%w: task %q: no live worker can run it (driver-%s exited, %v)", ErrPluginCrashed, j.name(), d.name, err))
+			e.rt.failLater(j, fmt.Errorf("%w: task %q: no live worker can run it (driver-%s exited, %w)", ErrPluginCrashed, j.name(), d.name, err))
 		}
 	}
 }

@@ -27,7 +27,8 @@ const maxContexts = 16
 // GlobalContextName names the context that holds every worker at Init.
 const GlobalContextName = "global"
 
-// ErrContextDeleted: the scheduling context was deleted.
+// ErrContextDeleted is the error of work given to a scheduling context
+// that was deleted.
 var ErrContextDeleted = errors.New("scheduling context is deleted")
 
 // ctxRings are one policy instance's rings and doorbell; the instance rings

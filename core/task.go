@@ -288,15 +288,6 @@ func (j *job) endDeps() int32 {
 	return 0
 }
 
-// bufferNodes is the memory node per buffer (Codelet.Nodes or Task.Nodes),
-// nil when every buffer goes to the node of the worker that runs the task.
-func (j *job) bufferNodes() []int {
-	if j.task.Nodes != nil {
-		return j.task.Nodes
-	}
-	return j.task.Codelet.Nodes
-}
-
 func (rt *Runtime) newJob() *job {
 	j := &job{id: rt.nextJob.Add(1), worker: -1, pinned: -1, impl: -1, predicted: -1, predictedTransfer: -1}
 	j.ndeps.Store(1)
@@ -476,7 +467,7 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 				return fmt.Errorf("%w: task %q: %d nodes for %d handles", ErrInvalidTask, name, len(t.Nodes), len(t.Handles))
 			}
 			if err := validNodes(t.Nodes, rt.nnodes()); err != nil {
-				return fmt.Errorf("%w: task %q: %v", ErrInvalidTask, name, err)
+				return fmt.Errorf("%w: task %q: %w", ErrInvalidTask, name, err)
 			}
 		}
 	} else {

@@ -231,7 +231,7 @@ func (cl *Codelet) validate(nnodes int) error {
 			return fmt.Errorf("%w: codelet %q: %d nodes for %d buffers", ErrInvalidTask, cl.Name, len(cl.Nodes), cl.nbuffers())
 		}
 		if err := validNodes(cl.Nodes, nnodes); err != nil {
-			return fmt.Errorf("%w: codelet %q: %v", ErrInvalidTask, cl.Name, err)
+			return fmt.Errorf("%w: codelet %q: %w", ErrInvalidTask, cl.Name, err)
 		}
 	}
 	if cl.Where&Nowhere != 0 && cl.Where != Nowhere {
@@ -320,7 +320,7 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 			if src, ok := cl.Sources[drv.fp.Arch]; ok {
 				k, err := drv.loadKernel(name, src)
 				if err != nil {
-					return nil, fmt.Errorf("%w: codelet %q: driver-%s: %v", ErrInvalidTask, cl.Name, drv.name, err)
+					return nil, fmt.Errorf("%w: codelet %q: driver-%s: %w", ErrInvalidTask, cl.Name, drv.name, err)
 				}
 				info.impls[d][i] = int32(k)
 				info.implMask[d] |= 1 << i

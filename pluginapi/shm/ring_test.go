@@ -267,7 +267,8 @@ func TestRingPeekRelease(t *testing.T) {
 	r.Commit()
 	copy(r.Reserve(3), "def")
 	r.Commit()
-	if string(r.Peek()) != "abc" || string(r.Peek()) != "abc" {
+	first, second := string(r.Peek()), string(r.Peek())
+	if first != "abc" || second != "abc" {
 		t.Fatal("Peek twice does not return the same message")
 	}
 	r.Release()

@@ -225,7 +225,7 @@ func checkTrsm(b []wire.BufferDesc, arg []byte) error {
 		order = bl.NY // X*op(A) = B: A is n x n
 	}
 	if al.NX != order || al.NY != order {
-		return fmt.Errorf("A is %dx%d, B %dx%d: want A %dx%d", al.NX, al.NY, bl.NX, bl.NY, order, order)
+		return fmt.Errorf("trsm: A is %dx%d, B %dx%d: want A %dx%d", al.NX, al.NY, bl.NX, bl.NY, order, order)
 	}
 	return nil
 }
