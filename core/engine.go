@@ -84,7 +84,7 @@ type engine struct {
 	rt *Runtime
 	// ctxs are the live scheduling contexts, the global one first; each
 	// has its own policy instance and rings. Copied on change.
-	ctxs        atomic.Pointer[[]*Context]
+	ctxs        atomic.Pointer[[]*SchedContext]
 	coreBell    *shm.Bell
 	coreBellRef uint64
 
@@ -144,9 +144,9 @@ func newEngine(rt *Runtime) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt.global = newContext(rt, 0, GlobalContextName, rt.cfg.Sched, rings, nil)
+	rt.global = newContext(rt, 0, GlobalSchedContextName, rt.cfg.Sched, rings, nil)
 	rt.global.sched, rt.global.proc = rt.sched, rt.schedP
-	e.ctxs.Store(&[]*Context{rt.global})
+	e.ctxs.Store(&[]*SchedContext{rt.global})
 	return e, nil
 }
 
@@ -361,7 +361,7 @@ func (e *engine) noteDeadDrivers() {
 // when one is under way, so that a policy woken by the first of a batch of
 // completions does not take the CPU from the engine still releasing the
 // rest.
-func (e *engine) ringHost(c *Context) {
+func (e *engine) ringHost(c *SchedContext) {
 	if e.inRound.Load() {
 		c.hostRing.Store(true)
 		// Either the engine's ringHosts, after its round, sees the flag,
@@ -461,7 +461,7 @@ func (e *engine) drainDecisions() {
 
 // drainContext reads one context's decisions: assignments, and the echoes
 // of Workers messages.
-func (e *engine) drainContext(c *Context) {
+func (e *engine) drainContext(c *SchedContext) {
 	var a wire.Assign
 	d := c.rings.decisions
 	for msg := d.Peek(); msg != nil; msg = d.Peek() {
@@ -518,7 +518,7 @@ func (e *engine) dispatch(wid int, id uint64) {
 // posted records that c's policy posted task id to worker wid's scheduler
 // ring itself. The task may have completed already: the echo follows the
 // Exec by a ring, and the completion by the worker.
-func (e *engine) posted(c *Context, wid int, id uint64) {
+func (e *engine) posted(c *SchedContext, wid int, id uint64) {
 	j := e.lookup(id)
 	if j == nil {
 		return // completed
@@ -610,7 +610,7 @@ func (e *engine) encodeExec(b []byte, j *job, k int32, node int) {
 // implementation it runs is known before a worker is (not round-robin
 // while calibrating). Called by push, from any goroutine: it only reads;
 // the engine sets j.impl to the same choice once it learns where j runs.
-func (e *engine) postKernel(j *job, c *Context) int32 {
+func (e *engine) postKernel(j *job, c *SchedContext) int32 {
 	rt := e.rt
 	if e.postDriver < 0 || c != rt.global || rt.multiNode || j.sub {
 		return -1
@@ -660,7 +660,7 @@ func (e *engine) fail(j *job, wid int, err error) {
 
 // sendDone returns a worker's slot to the context whose policy assigned
 // the task.
-func (e *engine) sendDone(c *Context, wid int, id uint64, dur int64) {
+func (e *engine) sendDone(c *SchedContext, wid int, id uint64, dur int64) {
 	if c == nil || c.stopped || !e.schedUsable() || c.broken.Load() != nil || c.restarting.Load() {
 		return
 	}

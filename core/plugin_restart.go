@@ -22,7 +22,7 @@ import (
 //     only its workers can run (deadArch leaves it out): they wait in the
 //     policies;
 //  2. removes the driver's workers from every live context (a Workers
-//     message, as Context.RemoveWorkers sends): the policies place the
+//     message, as SchedContext.RemoveWorkers sends): the policies place the
 //     tasks they had queued there elsewhere, or hold them, and once a
 //     policy echoes the message it assigns nothing more to those workers,
 //     and every Assign it made before, posted ones included, has been read;
@@ -95,7 +95,7 @@ func (e *engine) beginRestart(d *driverInst) {
 	for i, w := range d.workers {
 		ids[i] = w.id
 	}
-	removed := map[*Context][]int{}
+	removed := map[*SchedContext][]int{}
 	pending := 1 // released below, after every message is sent
 	done := func() {
 		if pending--; pending > 0 {
@@ -134,7 +134,7 @@ func (e *engine) beginRestart(d *driverInst) {
 
 // restartDriver starts driver d again and brings its workers back into the
 // contexts they were removed from. Its own goroutine.
-func (rt *Runtime) restartDriver(d *driverInst, removed map[*Context][]int) {
+func (rt *Runtime) restartDriver(d *driverInst, removed map[*SchedContext][]int) {
 	defer rt.restartWG.Done()
 	e := rt.engine
 	wait := restartBackoff(d.restarts)

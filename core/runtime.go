@@ -86,7 +86,7 @@ type Runtime struct {
 	// of deleted contexts, for new ones. cands are the plugins found in
 	// the plugin directory (nil until needed when everything runs in
 	// process) and schedFactory Options.Scheduler.
-	global       *Context
+	global       *SchedContext
 	ctxMu        sync.Mutex
 	freeRings    []*ctxRings
 	cands        map[string]loader.Candidate

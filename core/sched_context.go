@@ -24,12 +24,12 @@ import (
 // come from the arena's control region, sized at Init.
 const maxContexts = 16
 
-// GlobalContextName names the context that holds every worker at Init.
-const GlobalContextName = "global"
+// GlobalSchedContextName names the context that holds every worker at Init.
+const GlobalSchedContextName = "global"
 
-// ErrContextDeleted is the error of work given to a scheduling context
+// ErrSchedContextDeleted is the error of work given to a scheduling context
 // that was deleted.
-var ErrContextDeleted = errors.New("scheduling context is deleted")
+var ErrSchedContextDeleted = errors.New("scheduling context is deleted")
 
 // ctxRings are one policy instance's rings and doorbell; the instance rings
 // the engine's bell.
@@ -64,13 +64,15 @@ func (r *ctxRings) reset(a *shm.Arena) error {
 	return err
 }
 
-// Context is a scheduling context, StarPU's sched_ctx: a set of workers
+// SchedContext is a scheduling context, StarPU's sched_ctx: a set of workers
 // scheduled by their own instance of a policy (its own plugin process, or
-// in-process instance, with its own rings). Tasks whose Task.Context is set
+// in-process instance, with its own rings). Tasks whose Task.SchedContext is set
 // go to that instance; the others go to the global context, which holds
 // every worker at Init and runs the configured policy. A worker may belong
 // to several contexts: each instance counts its own tasks on the worker.
-type Context struct {
+// (Named so that it is never mistaken for a context.Context, which the
+// runtime's calls also take.)
+type SchedContext struct {
 	rt     *Runtime
 	id     int
 	name   string
@@ -120,53 +122,53 @@ type ackWait struct {
 	then func() // run on the engine goroutine when the echo arrives
 }
 
-func newContext(rt *Runtime, id int, name, policy string, rings *ctxRings, workers []int) *Context {
-	c := &Context{rt: rt, id: id, name: name, policy: policy, rings: rings, workers: workers, acks: map[uint64]*ackWait{}}
+func newContext(rt *Runtime, id int, name, policy string, rings *ctxRings, workers []int) *SchedContext {
+	c := &SchedContext{rt: rt, id: id, name: name, policy: policy, rings: rings, workers: workers, acks: map[uint64]*ackWait{}}
 	c.idle = sync.NewCond(&c.idleMu)
 	return c
 }
 
 // Name is the context's name.
-func (c *Context) Name() string { return c.name }
+func (c *SchedContext) Name() string { return c.name }
 
 // ID numbers the context; the global context is 0.
-func (c *Context) ID() int { return c.id }
+func (c *SchedContext) ID() int { return c.id }
 
 // Policy is the name of the context's scheduling policy.
-func (c *Context) Policy() string { return c.policy }
+func (c *SchedContext) Policy() string { return c.policy }
 
 // Workers lists the IDs of the context's workers.
-func (c *Context) Workers() []int {
+func (c *SchedContext) Workers() []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.workers)
 }
 
 // String names the context and its policy, for errors and logs.
-func (c *Context) String() string { return fmt.Sprintf("context %q (%s)", c.name, c.policy) }
+func (c *SchedContext) String() string { return fmt.Sprintf("context %q (%s)", c.name, c.policy) }
 
 // alive is the check while waiting for room in the context's events ring.
-func (c *Context) alive() bool {
+func (c *SchedContext) alive() bool {
 	e := c.rt.engine
 	return !e.stopping.Load() && c.broken.Load() == nil && c.rt.broken.Load() == nil && (c.proc == nil || !c.proc.Exited())
 }
 
-// ContextOption changes how CreateContext sets up a context.
-type ContextOption func(*config.Context)
+// SchedContextOption changes how CreateSchedContext sets up a context.
+type SchedContextOption func(*config.Context)
 
 // WithPolicyConfig configures the context's policy instance with cfg (the
 // attributes of a plugin config block) instead of the policy's plugin block
 // in the config file.
-func WithPolicyConfig(cfg base.Config) ContextOption {
+func WithPolicyConfig(cfg base.Config) SchedContextOption {
 	return func(x *config.Context) { x.Config = cfg }
 }
 
-// CreateContext starts a scheduling context named name over the workers
+// CreateSchedContext starts a scheduling context named name over the workers
 // (IDs from Workers) with its own instance of policy ("" for the runtime's
 // policy). The workers stay in the other contexts they belong to; remove
-// them from the global context (GlobalContext().RemoveWorkers) to dedicate
+// them from the global context (GlobalSchedContext().RemoveWorkers) to dedicate
 // them.
-func (rt *Runtime) CreateContext(name string, workers []int, policy string, opts ...ContextOption) (*Context, error) {
+func (rt *Runtime) CreateSchedContext(name string, workers []int, policy string, opts ...SchedContextOption) (*SchedContext, error) {
 	x := config.Context{Name: name, Workers: workers, Sched: policy}
 	for _, o := range opts {
 		o(&x)
@@ -176,8 +178,8 @@ func (rt *Runtime) CreateContext(name string, workers []int, policy string, opts
 	return rt.createContext(ctx, x)
 }
 
-// Context returns the context named name.
-func (rt *Runtime) Context(name string) (*Context, error) {
+// SchedContext returns the context named name.
+func (rt *Runtime) SchedContext(name string) (*SchedContext, error) {
 	rt.ctxMu.Lock()
 	defer rt.ctxMu.Unlock()
 	var names []string
@@ -190,16 +192,16 @@ func (rt *Runtime) Context(name string) (*Context, error) {
 	return nil, fmt.Errorf("no scheduling context %q (contexts: %s)", name, strings.Join(names, ", "))
 }
 
-// GlobalContext is the context that holds every worker at Init and runs
-// the configured policy; tasks with no Context go there.
-func (rt *Runtime) GlobalContext() *Context { return rt.global }
+// GlobalSchedContext is the context that holds every worker at Init and runs
+// the configured policy; tasks with no SchedContext go there.
+func (rt *Runtime) GlobalSchedContext() *SchedContext { return rt.global }
 
-// Contexts lists the live scheduling contexts, the global one first.
-func (rt *Runtime) Contexts() []*Context {
+// SchedContexts lists the live scheduling contexts, the global one first.
+func (rt *Runtime) SchedContexts() []*SchedContext {
 	return slices.Clone(*rt.engine.ctxs.Load())
 }
 
-func (rt *Runtime) createContext(ctx context.Context, x config.Context) (_ *Context, err error) {
+func (rt *Runtime) createContext(ctx context.Context, x config.Context) (_ *SchedContext, err error) {
 	if err := rt.usable(); err != nil {
 		return nil, err
 	}
@@ -364,7 +366,7 @@ func (rt *Runtime) checkWorkerIDs(ids []int) error {
 // policy has them. Call it from the application, never from a task's
 // callback (the engine thread that runs callbacks reads the policy's
 // answer).
-func (c *Context) AddWorkers(ids ...int) error {
+func (c *SchedContext) AddWorkers(ids ...int) error {
 	return c.changeWorkers(wire.WorkersAdd, ids)
 }
 
@@ -374,11 +376,11 @@ func (c *Context) AddWorkers(ids ...int) error {
 // could run waits until one able to run it is added). It returns once the
 // policy has applied the removal: from then on the context assigns nothing
 // to those workers. Call it from the application, never from a callback.
-func (c *Context) RemoveWorkers(ids ...int) error {
+func (c *SchedContext) RemoveWorkers(ids ...int) error {
 	return c.changeWorkers(wire.WorkersRemove, ids)
 }
 
-func (c *Context) changeWorkers(op uint32, ids []int) error {
+func (c *SchedContext) changeWorkers(op uint32, ids []int) error {
 	verb := map[uint32]string{wire.WorkersAdd: "add", wire.WorkersRemove: "remove"}[op]
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%s workers %v in %s: %w", verb, ids, c, fmt.Errorf(format, args...))
@@ -395,7 +397,7 @@ func (c *Context) changeWorkers(op uint32, ids []int) error {
 	c.mu.Lock()
 	if c.deleted {
 		c.mu.Unlock()
-		return fail("%w", ErrContextDeleted)
+		return fail("%w", ErrSchedContextDeleted)
 	}
 	for _, id := range ids {
 		in := slices.Contains(c.workers, id)
@@ -427,7 +429,7 @@ func (c *Context) changeWorkers(op uint32, ids []int) error {
 // sendWorkersLocked writes a Workers message on the events ring (c.mu
 // held) and registers the wait for its echo; then runs on the engine
 // goroutine when the echo arrives.
-func (c *Context) sendWorkersLocked(op uint32, ids []int, then func()) (*ackWait, error) {
+func (c *SchedContext) sendWorkersLocked(op uint32, ids []int, then func()) (*ackWait, error) {
 	// The engine marks a context broken under c.mu before failing its
 	// waits: checked here, a wait registered below is failed if no echo
 	// can come.
@@ -469,7 +471,7 @@ func (w *ackWait) wait() error {
 }
 
 // acked is the engine goroutine's handling of a policy's echo.
-func (c *Context) acked(seq uint64) {
+func (c *SchedContext) acked(seq uint64) {
 	c.acksMu.Lock()
 	w := c.acks[seq]
 	delete(c.acks, seq)
@@ -488,7 +490,7 @@ func (c *Context) acked(seq uint64) {
 // (nil when a restarted instance took the change in at its Init). With
 // runThen their then runs as it would have at the echo: the policy that
 // could have assigned to the workers concerned is gone. Engine goroutine.
-func (c *Context) failAcks(err error, runThen bool) {
+func (c *SchedContext) failAcks(err error, runThen bool) {
 	c.acksMu.Lock()
 	var ws []*ackWait
 	for seq, w := range c.acks {
@@ -508,7 +510,7 @@ func (c *Context) failAcks(err error, runThen bool) {
 // WaitForAll blocks until every task submitted to the context has
 // completed, including those that moved to the global context when it was
 // deleted. Task errors are reported by Runtime.WaitForAll and Wait.
-func (c *Context) WaitForAll() error {
+func (c *SchedContext) WaitForAll() error {
 	c.idleMu.Lock()
 	for c.pending.Load() > 0 {
 		c.idle.Wait()
@@ -520,7 +522,7 @@ func (c *Context) WaitForAll() error {
 	return nil
 }
 
-func (c *Context) taskFinished() {
+func (c *SchedContext) taskFinished() {
 	if c.pending.Add(-1) == 0 {
 		c.idleMu.Lock()
 		c.idle.Broadcast()
@@ -532,7 +534,7 @@ func (c *Context) taskFinished() {
 // assigned, and the tasks submitted to it that become ready later, go to the
 // global context; tasks already assigned finish where they are. Then its
 // policy instance stops. Submitting to a deleted context is an error.
-func (c *Context) Delete() error {
+func (c *SchedContext) Delete() error {
 	rt := c.rt
 	if c == rt.global {
 		return errors.New("delete scheduling context: the global context cannot be deleted")
@@ -543,7 +545,7 @@ func (c *Context) Delete() error {
 	c.mu.Lock()
 	if c.deleted {
 		c.mu.Unlock()
-		return fmt.Errorf("delete %s: %w", c, ErrContextDeleted)
+		return fmt.Errorf("delete %s: %w", c, ErrSchedContextDeleted)
 	}
 	c.deleted = true
 	// Removing every worker makes the policy keep what it has unassigned;
@@ -574,7 +576,7 @@ func (c *Context) Delete() error {
 	}
 	rt.ctxMu.Lock()
 	live := *rt.engine.ctxs.Load()
-	next := slices.DeleteFunc(slices.Clone(live), func(x *Context) bool { return x == c })
+	next := slices.DeleteFunc(slices.Clone(live), func(x *SchedContext) bool { return x == c })
 	rt.engine.ctxs.Store(&next)
 	if !c.restarting.Load() {
 		// A restart under way may still use the rings: not reused then.
@@ -589,7 +591,7 @@ func (c *Context) Delete() error {
 
 // moveTasks hands the tasks a deleted context's policy holds unassigned to
 // the global context (engine goroutine).
-func (e *engine) moveTasks(c *Context) {
+func (e *engine) moveTasks(c *SchedContext) {
 	c.stopped = true
 	for _, j := range e.jobsWhere(func(j *job) bool { return j.sctx == c && j.worker < 0 }) {
 		e.push(j, -1)
@@ -599,14 +601,14 @@ func (e *engine) moveTasks(c *Context) {
 // checkContextTask checks that t can run in its context: not deleted, and
 // some worker of the context can run it (j.archMask, j.pinned).
 func (rt *Runtime) checkContextTask(t *Task, j *job) error {
-	c := t.Context
+	c := t.SchedContext
 	if c.rt != rt {
 		return fmt.Errorf("%w: task %q: %s belongs to another runtime", ErrInvalidTask, t.TaskName(), c)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.deleted {
-		return fmt.Errorf("task %q: submit to %s: %w", t.TaskName(), c, ErrContextDeleted)
+		return fmt.Errorf("task %q: submit to %s: %w", t.TaskName(), c, ErrSchedContextDeleted)
 	}
 	if p := c.broken.Load(); p != nil {
 		return fmt.Errorf("task %q: submit to %s: %w", t.TaskName(), c, *p)

@@ -29,11 +29,11 @@ func startWorkers(t *testing.T, n int, tune func(*config.Config)) *core.Runtime 
 }
 
 // submitTo submits n empty tasks to ctx (nil: the global context).
-func submitTo(t *testing.T, rt *core.Runtime, ctx *core.Context, n int) []*core.Task {
+func submitTo(t *testing.T, rt *core.Runtime, ctx *core.SchedContext, n int) []*core.Task {
 	t.Helper()
 	var ts []*core.Task
 	for i := 0; i < n; i++ {
-		tk := &core.Task{Codelet: emptyCL, Context: ctx}
+		tk := &core.Task{Codelet: emptyCL, SchedContext: ctx}
 		if err := rt.Submit(tk); err != nil {
 			t.Fatalf("submit to %v: %v", ctx, err)
 		}
@@ -69,16 +69,16 @@ func TestContextsDisjointWorkers(t *testing.T) {
 	for _, policy := range []string{"ws", "dmda", "eager"} {
 		t.Run(policy, func(t *testing.T) {
 			rt := startWorkers(t, 4, nil)
-			a, err := rt.CreateContext("a", []int{0, 1}, policy)
+			a, err := rt.CreateSchedContext("a", []int{0, 1}, policy)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := rt.CreateContext("b", []int{2, 3}, "ws")
+			b, err := rt.CreateSchedContext("b", []int{2, 3}, "ws")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, err := rt.Context("a"); err != nil || got != a {
-				t.Fatalf("Context(a) = %v, %v", got, err)
+			if got, err := rt.SchedContext("a"); err != nil || got != a {
+				t.Fatalf("SchedContext(a) = %v, %v", got, err)
 			}
 			if a.Policy() != policy || !slices.Equal(a.Workers(), []int{0, 1}) || a.ID() == 0 {
 				t.Fatalf("context a: policy %s, workers %v, id %d", a.Policy(), a.Workers(), a.ID())
@@ -112,7 +112,7 @@ func TestContextAddRemoveWorkers(t *testing.T) {
 	for _, policy := range []string{"ws", "dmda", "eager"} {
 		t.Run(policy, func(t *testing.T) {
 			rt := startWorkers(t, 3, nil)
-			c, err := rt.CreateContext("c", []int{0, 1}, policy)
+			c, err := rt.CreateSchedContext("c", []int{0, 1}, policy)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +121,7 @@ func TestContextAddRemoveWorkers(t *testing.T) {
 				t.Fatal(err)
 			}
 			after := submitTo(t, rt, c, 300)
-			bound := &core.Task{Codelet: emptyCL, Context: c, ExecuteOnWorker: true, Worker: 1}
+			bound := &core.Task{Codelet: emptyCL, SchedContext: c, ExecuteOnWorker: true, Worker: 1}
 			if err := rt.Submit(bound); !errors.Is(err, core.ErrNoWorker) || !strings.Contains(err.Error(), "not in") {
 				t.Fatalf("task bound to a removed worker: err = %v, want ErrNoWorker", err)
 			}
@@ -163,7 +163,7 @@ func TestContextAddRemoveWorkers(t *testing.T) {
 // ready later, to the global context; its plugin process stops.
 func TestContextDelete(t *testing.T) {
 	rt := startWorkers(t, 2, nil)
-	d, err := rt.CreateContext("d", []int{1}, "dmda")
+	d, err := rt.CreateSchedContext("d", []int{1}, "dmda")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestContextDelete(t *testing.T) {
 			if err := rt.DeclareTagDeps(tag, gate); err != nil {
 				t.Fatal(err)
 			}
-			tk := &core.Task{Codelet: emptyCL, Context: d, UseTag: true, Tag: tag}
+			tk := &core.Task{Codelet: emptyCL, SchedContext: d, UseTag: true, Tag: tag}
 			if err := rt.Submit(tk); err != nil {
 				t.Fatal(err)
 			}
@@ -200,30 +200,30 @@ func TestContextDelete(t *testing.T) {
 	}
 	ranOn(t, rt, "queued in the deleted context", queued, 0, 1)
 	ranOn(t, rt, "ready after the delete", later, 0, 1)
-	if err := rt.Submit(&core.Task{Codelet: emptyCL, Context: d}); !errors.Is(err, core.ErrContextDeleted) {
-		t.Fatalf("submit to a deleted context: err = %v, want ErrContextDeleted", err)
+	if err := rt.Submit(&core.Task{Codelet: emptyCL, SchedContext: d}); !errors.Is(err, core.ErrSchedContextDeleted) {
+		t.Fatalf("submit to a deleted context: err = %v, want ErrSchedContextDeleted", err)
 	}
-	if err := d.Delete(); !errors.Is(err, core.ErrContextDeleted) {
-		t.Fatalf("second Delete: err = %v, want ErrContextDeleted", err)
+	if err := d.Delete(); !errors.Is(err, core.ErrSchedContextDeleted) {
+		t.Fatalf("second Delete: err = %v, want ErrSchedContextDeleted", err)
 	}
-	if err := d.AddWorkers(0); !errors.Is(err, core.ErrContextDeleted) {
-		t.Fatalf("AddWorkers on a deleted context: err = %v, want ErrContextDeleted", err)
+	if err := d.AddWorkers(0); !errors.Is(err, core.ErrSchedContextDeleted) {
+		t.Fatalf("AddWorkers on a deleted context: err = %v, want ErrSchedContextDeleted", err)
 	}
-	if _, err := rt.Context("d"); err == nil {
-		t.Fatal("Context(d) found a deleted context")
+	if _, err := rt.SchedContext("d"); err == nil {
+		t.Fatal("SchedContext(d) found a deleted context")
 	}
-	if err := rt.GlobalContext().Delete(); err == nil {
+	if err := rt.GlobalSchedContext().Delete(); err == nil {
 		t.Fatal("the global context was deleted")
 	}
 	// Its rings serve a new context.
-	e, err := rt.CreateContext("d", []int{0}, "ws")
+	e, err := rt.CreateSchedContext("d", []int{0}, "ws")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ranOn(t, rt, "new context", submitWait(t, rt, e, 20), 0)
 }
 
-func submitWait(t *testing.T, rt *core.Runtime, c *core.Context, n int) []*core.Task {
+func submitWait(t *testing.T, rt *core.Runtime, c *core.SchedContext, n int) []*core.Task {
 	t.Helper()
 	ts := submitTo(t, rt, c, n)
 	if err := c.WaitForAll(); err != nil {
@@ -234,7 +234,7 @@ func submitWait(t *testing.T, rt *core.Runtime, c *core.Context, n int) []*core.
 
 func TestCreateContextErrors(t *testing.T) {
 	rt := startWorkers(t, 2, nil)
-	if _, err := rt.CreateContext("taken", []int{0}, ""); err != nil {
+	if _, err := rt.CreateSchedContext("taken", []int{0}, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -249,20 +249,20 @@ func TestCreateContextErrors(t *testing.T) {
 		{"worker twice", "x", []int{1, 1}, "ws", "worker 1 given twice"},
 		{"unknown policy", "x", []int{0}, "nosuch", `unknown scheduling policy "nosuch"`},
 		{"duplicate name", "taken", []int{1}, "ws", "a context of that name exists"},
-		{"global name", core.GlobalContextName, []int{1}, "ws", "a context of that name exists"},
+		{"global name", core.GlobalSchedContextName, []int{1}, "ws", "a context of that name exists"},
 		{"empty name", "", []int{1}, "ws", "empty name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := rt.CreateContext(tc.ctx, tc.workers, tc.policy); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := rt.CreateSchedContext(tc.ctx, tc.workers, tc.policy); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
 	}
-	if _, err := rt.CreateContext("badcfg", []int{0}, "ws", core.WithPolicyConfig(map[string]any{"nosuch": 1})); err == nil || !strings.Contains(err.Error(), "nosuch") {
+	if _, err := rt.CreateSchedContext("badcfg", []int{0}, "ws", core.WithPolicyConfig(map[string]any{"nosuch": 1})); err == nil || !strings.Contains(err.Error(), "nosuch") {
 		t.Fatalf("bad policy config: err = %v", err)
 	}
-	if _, err := rt.Context("nope"); err == nil || !strings.Contains(err.Error(), "global") {
-		t.Fatalf("Context(nope): err = %v, want one listing the contexts", err)
+	if _, err := rt.SchedContext("nope"); err == nil || !strings.Contains(err.Error(), "global") {
+		t.Fatalf("SchedContext(nope): err = %v, want one listing the contexts", err)
 	}
 }
 
@@ -286,11 +286,11 @@ context "rest" {
 		t.Fatal(err)
 	}
 	rt := startWorkers(t, 2, func(c *config.Config) { c.Contexts = parsed.Contexts })
-	fast, err := rt.Context("fast")
+	fast, err := rt.SchedContext("fast")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rest, err := rt.Context("rest")
+	rest, err := rt.SchedContext("rest")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,11 +330,11 @@ func TestContextSchedulerCrash(t *testing.T) {
 	off := 0 // restarts off for this plugin only
 	cfg.Plugins["sched-crashy"] = config.Plugin{Name: "sched-crashy", Restarts: &off}
 	rt := start(t, core.Options{Config: cfg})
-	c, err := rt.CreateContext("doomed", []int{0}, "crashy")
+	c, err := rt.CreateSchedContext("doomed", []int{0}, "crashy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	doomed := &core.Task{Codelet: emptyCL, Context: c, Priority: 99}
+	doomed := &core.Task{Codelet: emptyCL, SchedContext: c, Priority: 99}
 	if err := rt.Submit(doomed); err != nil {
 		t.Fatal(err)
 	}
@@ -348,13 +348,13 @@ func TestContextSchedulerCrash(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait hung after the context's scheduler crashed")
 	}
-	if err := rt.Submit(&core.Task{Codelet: emptyCL, Context: c}); !errors.Is(err, core.ErrPluginCrashed) {
+	if err := rt.Submit(&core.Task{Codelet: emptyCL, SchedContext: c}); !errors.Is(err, core.ErrPluginCrashed) {
 		t.Fatalf("submit to the crashed context: %v", err)
 	}
 	if err := c.RemoveWorkers(0); err == nil {
 		t.Fatal("RemoveWorkers on the crashed context succeeded")
 	}
-	ranOn(t, rt, "global context", submitWait(t, rt, rt.GlobalContext(), 20), 0, 1)
+	ranOn(t, rt, "global context", submitWait(t, rt, rt.GlobalSchedContext(), 20), 0, 1)
 	if err := c.Delete(); err != nil {
 		t.Fatalf("Delete of the crashed context: %v", err)
 	}

@@ -59,7 +59,7 @@ import (
 
 // schedRestartBlocked says why c's dead policy may not be restarted, or ""
 // if it may. Engine goroutine.
-func (e *engine) schedRestartBlocked(c *Context) string {
+func (e *engine) schedRestartBlocked(c *SchedContext) string {
 	rt := e.rt
 	switch n := rt.cfg.RestartsFor("sched-" + c.policy); {
 	case c.proc == nil:
@@ -89,7 +89,7 @@ func (e *engine) schedRestartBlocked(c *Context) string {
 
 // beginSchedRestart holds c's tasks and starts the restart of its policy.
 // Engine goroutine.
-func (e *engine) beginSchedRestart(c *Context) {
+func (e *engine) beginSchedRestart(c *SchedContext) {
 	rt := e.rt
 	c.restarts++
 	c.mu.Lock()
@@ -112,7 +112,7 @@ func (e *engine) beginSchedRestart(c *Context) {
 
 // restartSched starts c's policy again and hands it the tasks it held (see
 // the header). Its own goroutine.
-func (rt *Runtime) restartSched(c *Context) {
+func (rt *Runtime) restartSched(c *SchedContext) {
 	defer rt.restartWG.Done()
 	e := rt.engine
 	dead := c.proc // this goroutine is the only writer until the swap
@@ -159,7 +159,7 @@ func (rt *Runtime) restartSched(c *Context) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.deleted {
-			err = ErrContextDeleted // Delete moved its tasks
+			err = ErrSchedContextDeleted // Delete moved its tasks
 			return
 		}
 		if err = c.rings.reset(rt.arena); err != nil {
@@ -187,7 +187,7 @@ func (rt *Runtime) restartSched(c *Context) {
 		if c.deleted {
 			// Delete moved its tasks to the global context.
 			c.mu.Unlock()
-			err = ErrContextDeleted
+			err = ErrSchedContextDeleted
 			return
 		}
 		c.sched, c.proc = s, p
@@ -241,7 +241,7 @@ func (rt *Runtime) waitSchedRings() error {
 
 // schedDied leaves c broken by err: its unassigned tasks fail, and with
 // the global context the runtime breaks. Engine goroutine.
-func (e *engine) schedDied(c *Context, err error) {
+func (e *engine) schedDied(c *SchedContext, err error) {
 	rt := e.rt
 	// Under c.mu: a push or Workers message either saw the context broken
 	// or is tracked by now, and is failed below.
@@ -269,7 +269,7 @@ func (e *engine) schedDied(c *Context, err error) {
 }
 
 // plugin is the context's policy process, nil in process.
-func (c *Context) plugin() *loader.Plugin {
+func (c *SchedContext) plugin() *loader.Plugin {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.proc

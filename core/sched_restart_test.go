@@ -24,13 +24,13 @@ func crashOnce(t *testing.T, cfg *config.Config) {
 // policy holding tasks, then the task that kills the policy: a read-write
 // chain (a task run twice or lost shows in x) and independent tasks on
 // handles of their own. check waits for all of it and checks the results.
-func restartLoad(t *testing.T, rt *core.Runtime, c *core.Context) (check func()) {
+func restartLoad(t *testing.T, rt *core.Runtime, c *core.SchedContext) (check func()) {
 	t.Helper()
 	sleep := &core.Codelet{Name: "sleep", Kernels: map[driver.Arch]string{driver.CPU: "test_sleep"}}
 	var tasks []*core.Task
 	submit := func(tk *core.Task) {
 		t.Helper()
-		tk.Context = c
+		tk.SchedContext = c
 		if err := rt.Submit(tk); err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestContextSchedulerRestart(t *testing.T) {
 	cfg := testConfig(crashyDir)
 	crashOnce(t, cfg)
 	rt := start(t, core.Options{Config: cfg})
-	c, err := rt.CreateContext("phoenix", []int{0, 1}, "crashy")
+	c, err := rt.CreateSchedContext("phoenix", []int{0, 1}, "crashy")
 	if err != nil {
 		t.Fatal(err)
 	}

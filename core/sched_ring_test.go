@@ -21,7 +21,7 @@ import (
 
 // scalChain submits n tasks doubling x (a fresh codelet, so that its
 // statistics count these tasks only), waits, and checks x.
-func scalChain(t *testing.T, rt *core.Runtime, ctx *core.Context, n int) *core.Codelet {
+func scalChain(t *testing.T, rt *core.Runtime, ctx *core.SchedContext, n int) *core.Codelet {
 	t.Helper()
 	cl := &core.Codelet{Name: "scal_chain", Kernels: scalF32.Kernels, Modes: scalF32.Modes}
 	x := make([]float32, 64)
@@ -33,7 +33,7 @@ func scalChain(t *testing.T, rt *core.Runtime, ctx *core.Context, n int) *core.C
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		if err := rt.Submit(&core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode(), Context: ctx}); err != nil {
+		if err := rt.Submit(&core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode(), SchedContext: ctx}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestSchedulerRings(t *testing.T) {
 			if tasks, p := posted(t, rt, cl); tasks != n || p != n {
 				t.Fatalf("global context: %d tasks, %d posted by the scheduler; want %d and %d", tasks, p, n, n)
 			}
-			ctx, err := rt.CreateContext("side", []int{0, 1}, "ws")
+			ctx, err := rt.CreateSchedContext("side", []int{0, 1}, "ws")
 			if err != nil {
 				t.Fatal(err)
 			}

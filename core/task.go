@@ -87,9 +87,9 @@ type Task struct {
 	Tag    TagID
 	UseTag bool
 
-	// Context is the scheduling context the task is pushed to; nil means
+	// SchedContext is the scheduling context the task is pushed to; nil means
 	// the global context.
-	Context *Context
+	SchedContext *SchedContext
 
 	// job is the task's runtime side: created by Submit, or earlier by a
 	// dependency declaration.
@@ -191,7 +191,7 @@ type job struct {
 	arb, sub bool
 	// ctx is the context the task was submitted to (nil: global), sctx
 	// the one whose policy holds it once pushed.
-	ctx, sctx *Context
+	ctx, sctx *SchedContext
 
 	mu       sync.Mutex
 	released bool // terminated: successors released
@@ -350,7 +350,7 @@ func (rt *Runtime) Submit(t *Task) error {
 	if err := rt.checkTask(t, j); err != nil {
 		return err
 	}
-	if t.Context != nil {
+	if t.SchedContext != nil {
 		if err := rt.checkContextTask(t, j); err != nil {
 			return err
 		}
@@ -362,7 +362,7 @@ func (rt *Runtime) Submit(t *Task) error {
 	}
 	t.job = j
 	rt.pending.Add(1)
-	if c := t.Context; c != nil {
+	if c := t.SchedContext; c != nil {
 		j.ctx = c
 		c.pending.Add(1)
 	}
@@ -980,7 +980,7 @@ func (rt *Runtime) regenerate(old *job) bool {
 	j.x().head = h
 	j.mu.Unlock()
 	err := rt.checkTask(t, j)
-	if err == nil && t.Context != nil {
+	if err == nil && t.SchedContext != nil {
 		err = rt.checkContextTask(t, j)
 	}
 	if err != nil {
@@ -998,8 +998,8 @@ func (rt *Runtime) regenerate(old *job) bool {
 	h.x().cur = j
 	h.mu.Unlock()
 	// The new submission counts in the context it goes to, in place of the
-	// old one (a callback may have changed Task.Context).
-	if j.ctx = t.Context; j.ctx != old.ctx {
+	// old one (a callback may have changed Task.SchedContext).
+	if j.ctx = t.SchedContext; j.ctx != old.ctx {
 		if j.ctx != nil {
 			j.ctx.pending.Add(1)
 		}

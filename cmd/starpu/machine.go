@@ -52,7 +52,7 @@ func machine(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "  #%d %s: %s\n", n.ID, n.Kind, n.Description)
 	}
 	fmt.Fprintln(out)
-	cs := rt.Contexts()
+	cs := rt.SchedContexts()
 	fmt.Fprintf(out, "scheduling contexts: %d\n", len(cs))
 	for _, c := range cs {
 		fmt.Fprintf(out, "  #%d %s: policy %s, workers %v\n", c.ID(), c.Name(), c.Policy(), c.Workers())

@@ -29,6 +29,8 @@ commands:
                            or independent tasks with --independent
   bench bandwidth          RAM <-> device transfer bandwidth and latency (saves the bus model)
   bench sgemm              OpenBLAS's own sgemm GFlop/s, the reference for the Cholesky figures
+  bench soak               a long mixed workload while memory and goroutines are sampled:
+                           tells whether they stay flat (--duration, --max-growth-pct)
   perfmodel list           performance models stored for this host
   perfmodel show NAME      a model's history per architecture and its regression
   perfmodel plot NAME      an SVG of duration against size (-o FILE.svg)
@@ -86,7 +88,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("run: unknown workload %q (vector-scal, cholesky, spmv, cg)", args[1])
 	case "bench":
 		if len(args) < 2 {
-			return fmt.Errorf("bench: which benchmark? (overhead, bandwidth, sgemm)")
+			return fmt.Errorf("bench: which benchmark? (overhead, bandwidth, sgemm, soak)")
 		}
 		switch args[1] {
 		case "overhead":
@@ -95,8 +97,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return bandwidth(ctx, args[2:], out)
 		case "sgemm":
 			return sgemmBench(ctx, args[2:], out)
+		case "soak":
+			return soak(ctx, args[2:], out)
 		}
-		return fmt.Errorf("bench: unknown benchmark %q (overhead, bandwidth, sgemm)", args[1])
+		return fmt.Errorf("bench: unknown benchmark %q (overhead, bandwidth, sgemm, soak)", args[1])
 	case "perfmodel":
 		return perfmodelCmd(args[1:], out)
 	case "help", "-h", "--help":
