@@ -27,6 +27,25 @@ const (
 	Locality = kernel.Locality
 )
 
+// Arch is a worker architecture, the key of Codelet.Kernels: an alias of
+// driver.Arch, so that an application names architectures from core alone.
+type Arch = driver.Arch
+
+// The architectures the runtime knows.
+const (
+	CPU    = driver.CPU
+	CUDA   = driver.CUDA
+	OpenCL = driver.OpenCL
+)
+
+// Bits of Codelet.Where and Task.Where, one per architecture
+// (driver.ArchBit).
+const (
+	WhereCPU    uint32 = 1 << 0
+	WhereCUDA   uint32 = 1 << 1
+	WhereOpenCL uint32 = 1 << 2
+)
+
 // VariableBuffers as Codelet.NBuffers means each task gives its own modes
 // (Task.Modes), one per handle.
 const VariableBuffers = -1
@@ -35,7 +54,7 @@ const VariableBuffers = -1
 // computation part (StarPU's STARPU_NOWHERE): its tasks wait for their
 // dependencies, data ones included, and complete without running anywhere
 // and without moving data. It serves synchronisation tasks. The other
-// Where bits are driver.ArchBit values.
+// Where bits are WhereCPU, WhereCUDA and WhereOpenCL.
 const Nowhere uint32 = 1 << 31
 
 // MaxImplementations is the most implementations a codelet may have for
@@ -100,7 +119,7 @@ const (
 type Codelet struct {
 	Name string
 	// Where restricts the architectures the codelet may run on: an OR of
-	// driver.ArchBit values, or Nowhere. Zero means every architecture for
+	// WhereCPU, WhereCUDA, WhereOpenCL, or Nowhere. Zero means every architecture for
 	// which it names a kernel.
 	Where uint32
 	// Kernels names the implementation for each architecture; a driver of

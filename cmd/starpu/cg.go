@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/starpu-go/starpu/core"
-	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 	"github.com/starpu-go/starpu/plugins/iface-csr/csr"
 )
@@ -144,14 +143,14 @@ func cgOnRuntime(rt *core.Runtime, m *csrMatrix, b, x []float64, nb, maxIter int
 		}
 	}
 	cpu := func(name, k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: name, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes}
+		return &core.Codelet{Name: name, Kernels: map[core.Arch]string{core.CPU: k}, Modes: modes}
 	}
 	spmvModes := []core.Mode{core.R}
 	for range pb {
 		spmvModes = append(spmvModes, core.R)
 	}
 	spmvModes = append(spmvModes, core.W)
-	spmv := &core.Codelet{Name: "spmv", Kernels: map[driver.Arch]string{driver.CPU: csr.SpmvF64}, NBuffers: core.VariableBuffers}
+	spmv := &core.Codelet{Name: "spmv", Kernels: map[core.Arch]string{core.CPU: csr.SpmvF64}, NBuffers: core.VariableBuffers}
 	dot := cpu("dot", blasarg.DotF64, core.R, core.R, core.W)
 	axpy := cpu("axpy", blasarg.AxpyF64, core.R, core.RW)
 	scal := cpu("scal", blasarg.ScalF64, core.RW)

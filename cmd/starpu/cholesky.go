@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/starpu-go/starpu/core"
-	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 )
 
@@ -86,7 +85,7 @@ type choleskyKernels struct {
 }
 
 type choleskyResult struct {
-	perArch   map[driver.Arch]int64
+	perArch   map[core.Arch]int64
 	elapsed   time.Duration
 	residual  float64
 	tolerance float64
@@ -106,13 +105,13 @@ func element(i, j, n int) float64 {
 func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, layout string, ks choleskyKernels) (res choleskyResult, err error) {
 	bs := n / nb
 	cpu := func(k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable}
+		return &core.Codelet{Name: k, Kernels: map[core.Arch]string{core.CPU: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable}
 	}
 	// The BLAS 3 kernels also run on OpenCL devices (driver-opencl hosts
 	// them under the same names); the factorisation of diagonal tiles stays
 	// on CPUs, as in StarPU's example.
 	anywhere := func(k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k, driver.OpenCL: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable}
+		return &core.Codelet{Name: k, Kernels: map[core.Arch]string{core.CPU: k, core.OpenCL: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable}
 	}
 	potrf := cpu(ks.potrf, core.RW)
 	trsm := anywhere(ks.trsm, core.R, core.RW)
@@ -368,8 +367,8 @@ func (c *choleskyTiles[T]) release(rt *core.Runtime) error {
 }
 
 // tasksPerArch counts the tasks of the codelets each architecture ran.
-func tasksPerArch(rt *core.Runtime, cls ...*core.Codelet) map[driver.Arch]int64 {
-	out := map[driver.Arch]int64{}
+func tasksPerArch(rt *core.Runtime, cls ...*core.Codelet) map[core.Arch]int64 {
+	out := map[core.Arch]int64{}
 	for _, cl := range cls {
 		s, err := rt.CodeletStats(cl)
 		if err != nil {

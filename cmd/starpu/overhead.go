@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/starpu-go/starpu/core"
-	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 )
 
@@ -50,7 +49,7 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
-	cl := &core.Codelet{Name: "empty", Kernels: map[driver.Arch]string{driver.CPU: blasarg.Empty}, Modes: modes}
+	cl := &core.Codelet{Name: "empty", Kernels: map[core.Arch]string{core.CPU: blasarg.Empty}, Modes: modes}
 	tasks := make([]core.Task, *ntasks)
 	for i := range tasks {
 		tasks[i] = core.Task{Codelet: cl, Handles: handles}

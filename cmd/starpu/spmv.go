@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/starpu-go/starpu/core"
-	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/plugins/iface-csr/csr"
 )
 
@@ -164,7 +163,7 @@ func spmvOnRuntime(rt *core.Runtime, m *csrMatrix, x, y []float64, nblocks, iter
 		}
 		hs = append(hs, hy[i])
 	}
-	cl := &core.Codelet{Name: "spmv", Kernels: map[driver.Arch]string{driver.CPU: csr.SpmvF64}, Modes: []core.Mode{core.R, core.R, core.W}}
+	cl := &core.Codelet{Name: "spmv", Kernels: map[core.Arch]string{core.CPU: csr.SpmvF64}, Modes: []core.Mode{core.R, core.R, core.W}}
 	round := func() error {
 		for i := range hy {
 			if err := rt.Submit(&core.Task{Codelet: cl, Handles: []*core.Handle{blocks[i], hx, hy[i]}, Name: fmt.Sprintf("spmv[%d]", i)}); err != nil {

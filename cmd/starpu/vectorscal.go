@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/starpu-go/starpu/core"
-	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 )
 
@@ -43,7 +42,7 @@ func vectorScal(ctx context.Context, args []string, out io.Writer) error {
 	for i := range x {
 		x[i] = float32(i%1000) + 1
 	}
-	scal := &core.Codelet{Name: "vector_scal", Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF32, driver.OpenCL: blasarg.ScalF32}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel}
+	scal := &core.Codelet{Name: "vector_scal", Kernels: map[core.Arch]string{core.CPU: blasarg.ScalF32, core.OpenCL: blasarg.ScalF32}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel}
 	arg := blasarg.ScalArg{Alpha: *factor}.Encode()
 	start := time.Now()
 	var hs []*core.Handle

@@ -14,7 +14,6 @@ import (
 	"os"
 
 	"github.com/starpu-go/starpu/core"
-	"github.com/starpu-go/starpu/pluginapi/driver"
 )
 
 func main() {
@@ -35,7 +34,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	clamp := &core.Codelet{Name: "clamp", Kernels: map[driver.Arch]string{driver.CPU: "clamp_f32"}, Modes: []core.Mode{core.RW}}
+	clamp := &core.Codelet{Name: "clamp", Kernels: map[core.Arch]string{core.CPU: "clamp_f32"}, Modes: []core.Mode{core.RW}}
 	arg := binary.LittleEndian.AppendUint32(nil, math.Float32bits(-1))
 	arg = binary.LittleEndian.AppendUint32(arg, math.Float32bits(1))
 	if err := rt.Submit(&core.Task{Codelet: clamp, Handles: []*core.Handle{h}, Arg: arg, Synchronous: true}); err != nil {
