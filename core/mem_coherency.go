@@ -460,44 +460,6 @@ func (e *engine) tick() uint64 {
 	return e.clock
 }
 
-// ctlMsg is an allocation, free or copy waiting for room in a ring.
-type ctlMsg struct {
-	size   int
-	encode func([]byte)
-}
-
-// postCtl writes a device-memory message to w's dispatch ring, or queues it
-// when the ring is full.
-func (e *engine) postCtl(w *workerState, size int, encode func([]byte)) {
-	if len(w.ctlOverflow) == 0 {
-		if b := w.dispatch.Reserve(size); b != nil {
-			encode(b)
-			w.dispatch.Commit()
-			w.mustRing = true
-			return
-		}
-	}
-	w.ctlOverflow = append(w.ctlOverflow, ctlMsg{size, encode})
-}
-
-func (e *engine) flushCtl(w *workerState) {
-	n := 0
-	for ; n < len(w.ctlOverflow); n++ {
-		m := w.ctlOverflow[n]
-		b := w.dispatch.Reserve(m.size)
-		if b == nil {
-			break
-		}
-		m.encode(b)
-		w.dispatch.Commit()
-		w.mustRing = true
-	}
-	if n > 0 {
-		clear(w.ctlOverflow[:n])
-		w.ctlOverflow = w.ctlOverflow[n:]
-	}
-}
-
 // prepare makes j's data ready on its worker's node, starting what is
 // missing. It returns true when j can be posted now; it then holds
 // references on its replicates there until it completes, so that they are
@@ -571,29 +533,6 @@ func (e *engine) dropData(j *job, ok bool) (wt *opGroup) {
 		e.wakeMemWaiters(nd)
 	}
 	return wt
-}
-
-// call runs f on the engine goroutine, which owns replicate state.
-func (e *engine) call(f func()) {
-	e.callMu.Lock()
-	e.calls = append(e.calls, f)
-	e.callMu.Unlock()
-	e.ncalls.Add(1)
-	e.coreBell.Ring()
-}
-
-func (e *engine) runCalls() {
-	if e.ncalls.Load() == 0 {
-		return
-	}
-	e.callMu.Lock()
-	fs := e.calls
-	e.calls = nil
-	e.ncalls.Store(0)
-	e.callMu.Unlock()
-	for _, f := range fs {
-		f()
-	}
 }
 
 // fetchWaiter waits for the transfers that bring a handle to a node for the
