@@ -7,10 +7,102 @@
 //	rt, err := core.Init(ctx, core.Options{})
 //	x := []float32{1, 2, 3}
 //	h, err := core.RegisterVector(rt, x)
-//	scal := &core.Codelet{Name: "scal", Kernels: map[driver.Arch]string{driver.CPU: "scal_f32"},
+//	scal := &core.Codelet{Name: "scal", Kernels: map[core.Arch]string{core.CPU: "scal_f32"},
 //		Modes: []core.Mode{core.RW}}
 //	err = rt.Submit(&core.Task{Codelet: scal, Handles: []*core.Handle{h},
 //		Arg: blasarg.ScalArg{Alpha: 2}.Encode(), Synchronous: true})
 //	err = h.Unregister() // x is now {2, 4, 6}
 //	err = rt.Shutdown()
+//
+// # A tour by task
+//
+// Start and stop: [Init] with [Options] (a config file, STARPU_*
+// variables, or a config.Config) starts the plugins; [Runtime.Shutdown]
+// waits for the tasks, writes the data back and stops them.
+//
+// Describe work: a [Codelet] names a kernel per architecture ([CPU],
+// [CUDA], [OpenCL]) and the [Mode] of each buffer; a [Task] gives it
+// handles, an argument, a priority, tags and callbacks.
+// [Runtime.Submit] queues it; [Runtime.Wait], [Runtime.WaitForAll] and
+// [Task.Err] report how it ended.
+//
+// Order work: data accesses order tasks implicitly (sequential
+// consistency, per handle: [Handle.SetSequentialConsistency]); add
+// [Runtime.DeclareDeps], end dependencies ([Runtime.DeclareEndDeps]), tags
+// ([Runtime.DeclareTagDeps], [Runtime.TagWait]) and arbiters
+// ([Runtime.NewArbiter]) for the rest.
+//
+// Register data: [RegisterVector], [RegisterMatrix], [RegisterBlock],
+// [RegisterVariable], [Runtime.RegisterInterface] (a data interface
+// plugin) and [Malloc] for arena memory; [Handle.Acquire] and
+// [Handle.Release] to read it from Go between tasks; [Handle.Unregister]
+// to get it back. Split it with [Handle.Partition] or, asynchronously,
+// [Handle.Plan]; reduce into it with [Handle.SetReductionMethods].
+//
+// Move data ahead of time: [Handle.PrefetchOnNode],
+// [Handle.FetchOnNodeAsync], [Handle.WontUse]; see where it is with
+// [Handle.QueryStatus] and [Runtime.MemoryNodes].
+//
+// Divide the machine: [Runtime.CreateSchedContext] gives a set of workers
+// its own policy; [Runtime.Workers] lists them.
+//
+// Observe: [Runtime.WriteTrace] (Chrome trace), [Runtime.Profiling],
+// [Runtime.CodeletStats], [Runtime.DriverNotes], [Runtime.ProbePlugins].
+//
+// Survive faults: [ErrPluginCrashed], [ErrDataLost] and [Handle.Lost];
+// plugins that die are restarted (config.Config.PluginRestarts) and tasks
+// retried when that cannot give a wrong result ([Codelet.Retryable]).
+//
+// # Where things live
+//
+// The package is one package (its subsystems share the task and handle
+// state too closely for a split to be more than the same package with
+// capital letters); its files are grouped by prefix, as the Go runtime's
+// are:
+//
+//	concept                        files                         design note
+//	-----------------------------  ----------------------------  ----------------------------
+//	Init, Options, Shutdown        runtime.go                    docs/design/plugins.md
+//	introspection                  runtime_introspect.go         docs/user-guide.md
+//	tasks: submit, wait, complete  task.go                       docs/design/tasks.md
+//	codelets, implementations      task_codelet.go               docs/design/tasks.md
+//	explicit and end dependencies  task_deps.go                  docs/design/tasks.md
+//	tags                           task_tags.go                  docs/design/tasks.md
+//	status, profiling, iterations  task_status.go                docs/design/tasks.md
+//	performance models             task_models.go, perfmodel/    docs/design/perfmodel.md
+//	the trace                      task_trace.go                 docs/user-guide.md
+//	handles, register, unregister  data.go                       docs/design/access.md
+//	access order, locks, arbiters  data_access.go                docs/design/access.md
+//	acquire, callbacks             data_acquire.go               docs/design/access.md
+//	handle metadata, pack          data_info.go                  docs/design/interfaces.md
+//	lost data                      data_lost.go                  docs/design/plugins.md
+//	reductions, scratch            data_redux.go                 docs/design/access.md
+//	partitioning, plans            data_partition*.go            docs/design/memory.md
+//	interface plugins              data_iface*.go                docs/design/interfaces.md
+//	memory nodes                   mem_nodes.go                  docs/design/memory.md
+//	coherency, transfers, eviction mem_coherency.go              docs/design/memory.md
+//	prefetch and data requests     mem_requests.go               docs/design/memory.md
+//	bus measurements               mem_bus.go                    docs/design/perfmodel.md
+//	the engine's round             engine.go (header)            docs/design/hot-path.md
+//	the engine's mailboxes         engine_mailbox.go             docs/design/hot-path.md
+//	scheduling contexts            sched_context.go              docs/design/scheduling.md
+//	scheduler restart              sched_restart.go (header)     docs/design/plugins.md
+//	heartbeats, watchdog           plugin_health.go (header)     docs/design/plugins.md
+//	driver restart, task retry     plugin_restart.go (header)    docs/design/plugins.md
+//	errors                         errors.go                     docs/user-guide.md
+//	configuration                  config/                       docs/user-guide.md
+//	plugin processes               internal/loader/              docs/design/plugins.md
+//
+// Tests are named for what they test (data_access_test.go tests
+// data_access.go); the in-package ones end in _internal_test.go.
+//
+// # Ownership
+//
+// engine.go's header is the reference; in short: the engine goroutine
+// owns replicate state, transfers and device memory, and other goroutines
+// hand it work through engine_mailbox.go; a scheduling context's mu
+// serialises the producers of its events ring; job.mu guards a task's
+// dependencies, Handle.mu a handle's access order, taken handle first.
+// Plugins own what lies on their side of a ring; the core never trusts a
+// value they write without checking it.
 package core

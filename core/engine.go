@@ -1,5 +1,58 @@
 package core
 
+// The engine: how a ready task reaches a worker and how its completion
+// comes back. docs/design/scheduling.md and hot-path.md give the figures.
+//
+// Processes and rings. The core, each policy instance (one per scheduling
+// context, a plugin process) and each driver plugin share one arena
+// (pluginapi/shm). Between them run single-producer single-consumer rings
+// and doorbells:
+//
+//	application goroutines --Push-->      events ring    --> policy
+//	engine goroutine       --Done/Workers--> events ring --> policy
+//	policy                 --Assign/echo--> decisions ring --> engine
+//	policy                 --Exec-->     scheduler ring  --> CPU worker
+//	engine                 --Exec/Alloc/Copy/Free--> dispatch ring --> worker
+//	worker                 --Completion--> completion ring --> engine
+//
+// The events ring has several producers (every goroutine that pushes, and
+// the engine): SchedContext.mu serialises them. Every other ring has one.
+//
+// The round. One goroutine, locked to its thread, runs loop: it waits on
+// the core's doorbell (any producer above rings it), then in order runs
+// the calls other goroutines posted (engine_mailbox.go), reads every
+// context's decisions (drainDecisions: dispatch, posted, acked), reads
+// every worker's completions (drainCompletions: transfers end, tasks
+// complete and release their successors, Done goes to the policy), posts
+// what waited for room (flushOverflow), then rings the policies and the
+// workers it wrote to, once each (ringHosts, ringWorkers). Every
+// livenessCheckEvery it checks the plugins (checkPlugins: deaths,
+// heartbeats, the watchdog, restarts). Ringing once per round, not per
+// message, is what keeps a burst of completions from costing one wake-up
+// each.
+//
+// Who owns what.
+//   - The engine goroutine: the replicates and transfers of every handle
+//     (mem_coherency.go), device memory, workers' overflow queues,
+//     engine.xfers, the decision and completion rings' consumer side. No
+//     other goroutine touches them; they hand it work with call.
+//   - Any goroutine: push (a task's dependencies are met), under the
+//     target context's mu; engine.jobs under jobsMu (push tracks, the
+//     engine untracks).
+//   - job.mu: a task's dependency counts and successors (task.go);
+//     Handle.mu: a handle's access order (data_access.go). Lock order:
+//     a handle's, then a job's (accessLocked adds dependencies under the
+//     handle's lock), never the reverse.
+//   - Policies own their queues; the core never asks a policy anything on
+//     the hot path. Drivers own their workers' threads.
+//
+// Rejected: a gRPC call per task (tens of microseconds each way; gRPC is
+// for setup and configuration only); one goroutine per worker in the core
+// (with 2 cores, wake-ups between them cost more than the work; one
+// engine with batched rings does not); letting application goroutines
+// read completions (completion handling touches replicate state, which
+// would then need a lock on every access).
+
 import (
 	"fmt"
 	"math/bits"
