@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/starpu-go/starpu/core"
-	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 )
 
@@ -146,10 +145,10 @@ func soak(ctx context.Context, args []string, out io.Writer) error {
 
 // soakWork is the workload of bench soak and what it has found.
 type soakWork struct {
-	rt                              *core.Runtime
-	scal, axpy, gemm, empty, nowork *core.Codelet
-	size, chain, indep, order, nb   int
-	rng                             *rand.Rand
+	rt                            *core.Runtime
+	scal, axpy, gemm, nowork      *core.Codelet
+	size, chain, indep, order, nb int
+	rng                           *rand.Rand
 
 	tasks  int64    // tasks submitted
 	failed int      // tasks that failed as they should
@@ -159,11 +158,11 @@ type soakWork struct {
 
 func newSoakWork(rt *core.Runtime, size, chain, indep, order, nb int) *soakWork {
 	cpu := func(k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: "soak_" + k, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes}
+		return &core.Codelet{Name: "soak_" + k, Kernels: map[core.Arch]string{core.CPU: k}, Modes: modes}
 	}
 	return &soakWork{rt: rt, size: size, chain: chain, indep: indep, order: order, nb: nb, rng: rand.New(rand.NewPCG(1, 2)),
 		scal: cpu(blasarg.ScalF32, core.RW), axpy: cpu(blasarg.AxpyF32, core.R, core.RW),
-		gemm: cpu(blasarg.GemmF32, core.R, core.R, core.RW), empty: cpu(blasarg.Empty),
+		gemm:   cpu(blasarg.GemmF32, core.R, core.R, core.RW),
 		nowork: cpu("no_such_kernel")}
 }
 
