@@ -57,7 +57,15 @@ FUZZ_TARGETS := \
 	./core/config:FuzzApplyEnv \
 	./core/config:FuzzParseSize \
 	./cmd/starpu:FuzzReadMTX \
-	./plugins/iface-csr/csriface:FuzzCSR
+	./plugins/iface-csr/csriface:FuzzCSR \
+	./pluginapi/base:FuzzPluginInfoReply \
+	./pluginapi/base:FuzzConfigSchemaReply \
+	./pluginapi/driver:FuzzFingerprintReply \
+	./pluginapi/driver:FuzzLoadKernelReply \
+	./pluginapi/iface:FuzzDescribeReply \
+	./pluginapi/iface:FuzzCopyPlanReply \
+	./pluginapi/iface:FuzzPackReply \
+	./pluginapi/iface:FuzzPartitionReply
 
 .PHONY: fuzz
 fuzz:

@@ -86,6 +86,15 @@ func (in *ifaceInst) err(op string, err error) error {
 	return fmt.Errorf("iface-%s: %s: %w", in.name, op, err)
 }
 
+// dataErr is the error of a call the plugin refused, which blames the
+// data, unless the plugin's reply itself was invalid (base.ErrBadReply).
+func (in *ifaceInst) dataErr(what string, err error) error {
+	if errors.Is(err, base.ErrBadReply) {
+		return fmt.Errorf("iface-%s: %s: %w", in.name, what, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrInvalidData, what, err)
+}
+
 // RegisterInterface registers a datum of the data interface plugin called
 // name (bin/plugins/iface-<name>): meta is the interface's encoding of its
 // shape, parts the application's memory for each of its parts (for CSR:
@@ -108,7 +117,7 @@ func (rt *Runtime) RegisterInterface(name string, meta []byte, parts [][]byte) (
 		if e := in.err("describe", err); errors.Is(e, ErrPluginCrashed) {
 			return nil, e
 		}
-		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidData, name, err)
+		return nil, in.dataErr(name, err)
 	}
 	if err := desc.Check(); err != nil {
 		return nil, in.err("describe", err)
@@ -160,7 +169,7 @@ func (rt *Runtime) RegisterInterface(name string, meta []byte, parts [][]byte) (
 			if e := in.err("describe", err); errors.Is(e, ErrPluginCrashed) {
 				return nil, e
 			}
-			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidData, name, err)
+			return nil, in.dataErr(name, err)
 		}
 	}
 	rt.track(h)

@@ -60,7 +60,7 @@ func (h *Handle) partitionPlugin(f Filter) (children []*Handle, err error) {
 		if e := in.err("partition", err); errors.Is(e, ErrPluginCrashed) {
 			return nil, e
 		}
-		return nil, fmt.Errorf("%w: partition %s: %w", ErrInvalidData, h, err)
+		return nil, in.dataErr("partition "+h.String(), err)
 	}
 	if err := iface.CheckChildren(d.desc.Buffers, kids); err != nil {
 		return nil, in.err("partition", err)

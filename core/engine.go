@@ -559,8 +559,17 @@ func (e *engine) dispatch(wid int, id uint64) {
 		e.rt.log.Error("scheduler assigned an unknown task", "task", id, "worker", wid)
 		return
 	}
+	if j.worker >= 0 {
+		// Run twice, a read-write task would corrupt its data.
+		e.rt.log.Error("scheduler assigned a task twice: ignored", "task", j.name(), "worker", wid, "first", j.worker)
+		return
+	}
 	if wid < 0 || wid >= len(e.rt.workers) {
 		e.fail(j, wid, fmt.Errorf("scheduler assigned task to worker %d, which does not exist", wid))
+		return
+	}
+	if j.pinned >= 0 && wid != int(j.pinned) {
+		e.fail(j, wid, fmt.Errorf("scheduler assigned task %q to worker %d; it must run on worker %d", j.name(), wid, j.pinned))
 		return
 	}
 	w := e.rt.workers[wid]
@@ -770,9 +779,17 @@ func (e *engine) drainCompletions() {
 				e.finishXfer(x, err)
 				continue
 			}
+			j := e.untrack(c.ID)
+			if j != nil && j.worker >= 0 && int(j.worker) != w.id {
+				// A driver may only complete what its own worker ran; the
+				// real completion comes from the worker that has it.
+				e.track(j)
+				e.rt.log.Error("worker completed a task assigned to another worker: ignored", "worker", w.id, "task", j.name(), "assigned", j.worker)
+				w.completion.Release()
+				continue
+			}
 			var err error
 			e.completed++
-			j := e.untrack(c.ID)
 			if j != nil && c.Failed {
 				j.mayHaveRun = true
 				err = fmt.Errorf("%w: task %q on worker %d (%s): %s", ErrTaskFailed, j.name(), w.id, w.drv.fp.Arch, c.Err)

@@ -367,6 +367,11 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 			return err
 		}
 		fp, err := l.drv.Fingerprint(ctx)
+		if err == nil && l.proc == nil {
+			// A plugin's reply is checked by its client; an in-process
+			// driver's here.
+			err = fp.Check()
+		}
 		if err != nil && l.proc != nil && l.name != "cpu" {
 			// A device driver that cannot describe its devices (a bad
 			// STARPU_LIMIT_OPENCL_MEM, say) costs its devices, like one

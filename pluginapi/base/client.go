@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"unicode"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -17,6 +18,13 @@ import (
 // process has exited or whose connection is lost: errors.Is(err,
 // ErrPluginExited) tells a crashed plugin from a plugin that refused a call.
 var ErrPluginExited = errors.New("plugin process exited")
+
+// ErrBadReply is wrapped by the errors of calls that the plugin answered
+// with a reply the core cannot use: a missing message, a number out of
+// range, an index past a list, a count that does not match the request.
+// errors.Is(err, ErrBadReply) tells a plugin that answered nonsense from
+// one that refused the call (*RemoteError) or died (ErrPluginExited).
+var ErrBadReply = errors.New("invalid reply")
 
 // clientConnClosing is the message of grpc.ErrClientConnClosing (deprecated
 // as a value), which a call on a closed connection fails with.
@@ -119,19 +127,24 @@ func (c *BasePluginClient) Err(ctx context.Context, err error) error {
 	return &RemoteError{Plugin: label, Code: st.Code(), Message: st.Message()}
 }
 
-// PluginInfo implements Plugin.
+// BadReply is the error a client adapter returns when the plugin's reply
+// to call (the Go method's name: "Fingerprint", "Describe") fails the
+// adapter's checks: "plugin <kind>-<name>: <call>: invalid reply: <why>",
+// wrapping ErrBadReply and why.
+func (c *BasePluginClient) BadReply(call string, why error) error {
+	return fmt.Errorf("plugin %s: %s: %w: %w", c.Label(), call, ErrBadReply, why)
+}
+
+// PluginInfo implements Plugin. A reply with an empty or unprintable kind or
+// name, or an API version below 1, is an error wrapping ErrBadReply.
 func (c *BasePluginClient) PluginInfo(ctx context.Context) (*Info, error) {
 	resp, err := c.client.PluginInfo(ctx, &proto.PluginInfoRequest{})
 	if err != nil {
 		return nil, c.Err(ctx, err)
 	}
-	info := &Info{
-		Kind:    Kind(resp.GetKind()),
-		Name:    resp.GetName(),
-		Version: resp.GetVersion(),
-	}
-	for _, v := range resp.GetApiVersions() {
-		info.APIVersions = append(info.APIVersions, int(v))
+	info, err := pluginInfoReply(resp)
+	if err != nil {
+		return nil, c.BadReply("PluginInfo", err)
 	}
 	if c.learn {
 		l := string(info.Kind) + "-" + info.Name
@@ -140,21 +153,98 @@ func (c *BasePluginClient) PluginInfo(ctx context.Context) (*Info, error) {
 	return info, nil
 }
 
-// ConfigSchema implements Plugin.
+// maxLabelPart bounds a plugin's kind and name: together they make a file
+// name, "<kind>-<name>", and they label every error and log line.
+const maxLabelPart = 255
+
+// pluginInfoReply converts and checks a PluginInfo reply: kind and name
+// are what the plugin's label and binary name are made of, so they must be
+// non-empty, printable and free of spaces and slashes; API versions start
+// at 1.
+func pluginInfoReply(resp *proto.PluginInfoResponse) (*Info, error) {
+	if resp == nil {
+		return nil, errors.New("no info")
+	}
+	if err := checkLabelPart("kind", resp.GetKind()); err != nil {
+		return nil, err
+	}
+	if err := checkLabelPart("name", resp.GetName()); err != nil {
+		return nil, err
+	}
+	info := &Info{
+		Kind:    Kind(resp.GetKind()),
+		Name:    resp.GetName(),
+		Version: resp.GetVersion(),
+	}
+	for i, v := range resp.GetApiVersions() {
+		if v < 1 {
+			return nil, fmt.Errorf("API version %d is %d; versions start at 1", i, v)
+		}
+		info.APIVersions = append(info.APIVersions, int(v))
+	}
+	return info, nil
+}
+
+// checkLabelPart checks a plugin's kind or name (what says which) as
+// pluginInfoReply describes.
+func checkLabelPart(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("empty %s", what)
+	case len(s) > maxLabelPart:
+		return fmt.Errorf("%s of %d bytes, more than %d", what, len(s), maxLabelPart)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '/' {
+			return fmt.Errorf("%s %q: it may not hold %q", what, s, r)
+		}
+	}
+	return nil
+}
+
+// ConfigSchema implements Plugin. A schema with an attribute that has no
+// name, a name given twice or a type other than the AttrType constants is
+// an error wrapping ErrBadReply: the core checks the user's configuration
+// against it, and would otherwise blame the user.
 func (c *BasePluginClient) ConfigSchema(ctx context.Context) (*Schema, error) {
 	resp, err := c.client.ConfigSchema(ctx, &proto.ConfigSchemaRequest{})
 	if err != nil {
 		return nil, c.Err(ctx, err)
 	}
+	s, err := configSchemaReply(resp)
+	if err != nil {
+		return nil, c.BadReply("ConfigSchema", err)
+	}
+	return s, nil
+}
+
+// configSchemaReply converts and checks a ConfigSchema reply (see
+// ConfigSchema); a nil reply is an empty schema.
+func configSchemaReply(resp *proto.ConfigSchemaResponse) (*Schema, error) {
 	s := &Schema{}
-	for _, a := range resp.GetAttrs() {
-		s.Attrs = append(s.Attrs, Attr{
+	seen := make(map[string]bool, len(resp.GetAttrs()))
+	for i, a := range resp.GetAttrs() {
+		attr := Attr{
 			Name:     a.GetName(),
 			Type:     AttrType(a.GetType()),
 			Default:  a.GetDefault(),
 			Required: a.GetRequired(),
 			Doc:      a.GetDoc(),
-		})
+		}
+		switch {
+		case attr.Name == "":
+			return nil, fmt.Errorf("attribute %d has no name", i)
+		case seen[attr.Name]:
+			return nil, fmt.Errorf("attribute %q is listed twice", attr.Name)
+		}
+		switch attr.Type {
+		case AttrString, AttrInt, AttrFloat, AttrBool:
+		default:
+			return nil, fmt.Errorf("attribute %q has type %q, not one of %s, %s, %s, %s",
+				attr.Name, attr.Type, AttrString, AttrInt, AttrFloat, AttrBool)
+		}
+		seen[attr.Name] = true
+		s.Attrs = append(s.Attrs, attr)
 	}
 	return s, nil
 }

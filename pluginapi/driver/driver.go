@@ -9,6 +9,7 @@ package driver
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 )
@@ -87,6 +88,34 @@ type Fingerprint struct {
 	SchedRing bool
 }
 
+// MaxNodes bounds the memory nodes one driver may report besides RAM. The
+// core keeps state per memory node for every datum, so a fingerprint with
+// more (a machine has a handful of devices, 16 GPUs on the largest nodes) is
+// refused rather than paid for at every registration.
+const MaxNodes = 64
+
+// Check verifies what a driver said about itself before the core relies on
+// it: the architecture is one the runtime knows (CPU, CUDA, OpenCL: a
+// driver of another could run no task), there are at most MaxNodes memory
+// nodes, and every unit computes on RAM (0) or on one of the driver's own
+// nodes (1 to len(Nodes)), never on a node number that would land on
+// another driver's memory.
+func (fp *Fingerprint) Check() error {
+	if ArchIndex(fp.Arch) < 0 {
+		return fmt.Errorf("architecture %q is not one of %s, %s, %s", fp.Arch, CPU, CUDA, OpenCL)
+	}
+	if len(fp.Nodes) > MaxNodes {
+		return fmt.Errorf("%d memory nodes, more than %d", len(fp.Nodes), MaxNodes)
+	}
+	for i, u := range fp.Units {
+		if u.Node < 0 || u.Node > len(fp.Nodes) {
+			return fmt.Errorf("unit %d (%q) is on memory node %d; the driver reports RAM (0) and %d nodes of its own",
+				i, u.Name, u.Node, len(fp.Nodes))
+		}
+	}
+	return nil
+}
+
 // KernelSource is a kernel given as source by a codelet, for drivers that
 // compile at run time (OpenCL C, PTX).
 type KernelSource struct {
@@ -115,8 +144,10 @@ type WorkerSpec struct {
 	// scheduler posts straight to the worker, for tasks whose buffers are
 	// all in RAM: one ring crossing less per dependency. The worker reads
 	// it besides Dispatch, in any order with it, and rings Bell is how it
-	// is woken for both. Given only to workers of a driver whose
-	// Fingerprint sets SchedRing.
+	// is woken for both. A worker releases an Exec from SchedRing only
+	// after committing its Completion: when the scheduler dies, the core
+	// waits for the ring to drain and then knows which tasks ran. Given
+	// only to workers of a driver whose Fingerprint sets SchedRing.
 	SchedRing base.Span
 }
 
@@ -140,7 +171,8 @@ type Driver interface {
 	// Deinit stops the workers after the tasks they hold and runs deinit.
 	Deinit(ctx context.Context) error
 	// LoadKernel compiles a kernel given as source, once per device (the
-	// driver caches by source), and returns its index for Exec messages. A
+	// driver caches by source), and returns its index for Exec messages:
+	// after the fingerprint's Kernels, and at most math.MaxInt32. A
 	// compilation failure is an error carrying the build log; a driver that
 	// hosts only compiled-in kernels returns an error saying so.
 	LoadKernel(ctx context.Context, k KernelSource) (int, error)

@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-plugin"
+	gproto "google.golang.org/protobuf/proto"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver/proto"
 )
 
 // recDriver records what it is sent and answers what the test sets.
@@ -56,7 +58,7 @@ func harness(t *testing.T, impl Driver, name string) Driver {
 func exercise(t *testing.T, d Driver, rec *recDriver, remote bool) {
 	ctx := context.Background()
 	for _, fp := range []*Fingerprint{
-		{Arch: CUDA, Units: []Unit{{"gpu0", 1}, {"gpu1", 2}}, Nodes: []MemoryNode{{"m0", 1 << 40}}, Kernels: []string{"a", "b"}},
+		{Arch: CUDA, Units: []Unit{{"gpu0", 1}, {"gpu1", 2}}, Nodes: []MemoryNode{{"m0", 1 << 40}, {"m1", 1}}, Kernels: []string{"a", "b"}},
 		{Arch: CPU, SchedRing: true},
 	} {
 		rec.fp = fp
@@ -151,6 +153,28 @@ func TestDriverEveryField(t *testing.T) {
 	var fp Fingerprint
 	fill.Fill(&fp)
 	rec.fp = &fp
+	// The conversions, through the wire encoding, keep every field...
+	resp, err := NewServer(rec).Fingerprint(ctx, &proto.FingerprintRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := gproto.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back proto.FingerprintResponse
+	if err := gproto.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := fingerprintFromProto(&back); !reflect.DeepEqual(*got, fp) {
+		t.Fatalf("fingerprint conversions:\n got %+v\nwant %+v", got, fp)
+	}
+	// ...and the client returns them once the fingerprint is made valid:
+	// a known architecture, units on the driver's nodes.
+	fp.Arch = OpenCL
+	for i := range fp.Units {
+		fp.Units[i].Node = i + 1
+	}
 	if got, err := d.Fingerprint(ctx); err != nil || !reflect.DeepEqual(*got, fp) {
 		t.Fatalf("Fingerprint:\n got %+v, %v\nwant %+v", got, err, fp)
 	}

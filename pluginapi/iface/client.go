@@ -2,6 +2,7 @@ package iface
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -17,6 +18,13 @@ import (
 // as an in-process one. Data never crosses the connection: Pack and Unpack
 // carry arena spans. Errors from the plugin come back as *base.RemoteError
 // with the plugin's message intact, prefixed "plugin iface-<name>: ".
+//
+// Replies are checked before they are returned, against the contract and
+// against the request: a description that fails Description.Check or does
+// not match the parts sent, a copy-plan range that overflows, a packed
+// length past the destination, children that are not nparts or whose
+// ranges leave their parts are errors wrapping base.ErrBadReply that name
+// the plugin and the call.
 type Client struct {
 	*base.BasePluginClient
 	client proto.InterfaceClient
@@ -41,31 +49,82 @@ func (c *Client) Describe(ctx context.Context, meta []byte, parts []base.Span) (
 	if err != nil {
 		return nil, c.Err(ctx, err)
 	}
+	d, err := describeReply(resp, parts)
+	if err != nil {
+		return nil, c.BadReply("Describe", err)
+	}
+	return d, nil
+}
+
+// describeReply converts and checks a Describe reply: there is a
+// description, it passes Description.Check and, when the request carried
+// parts, it describes one part per span, of the span's size (what the
+// plugin accepted).
+func describeReply(resp *proto.DescribeResponse, parts []base.Span) (*Description, error) {
 	if resp.GetDescription() == nil {
-		return nil, c.Err(ctx, fmt.Errorf("describe: the plugin sent no description"))
+		return nil, errors.New("no description")
 	}
 	d := descriptionFromProto(resp.GetDescription())
+	if err := d.Check(); err != nil {
+		return nil, err
+	}
+	if parts != nil {
+		if err := d.CheckParts(spanSizes(parts)); err != nil {
+			return nil, fmt.Errorf("the plugin accepted parts its description does not match: %w", err)
+		}
+	}
 	return &d, nil
 }
 
-// CopyPlan implements Interface.
+// CopyPlan implements Interface. The client cannot check the ranges against
+// the datum's parts (Description.CheckPlan does, given the description);
+// it checks that each names a part (Buffer >= 0) and ends before MaxRegion.
 func (c *Client) CopyPlan(ctx context.Context, meta []byte) ([]Range, error) {
 	resp, err := c.client.CopyPlan(ctx, &proto.CopyPlanRequest{Meta: meta})
 	if err != nil {
 		return nil, c.Err(ctx, err)
 	}
+	plan, err := copyPlanReply(resp)
+	if err != nil {
+		return nil, c.BadReply("CopyPlan", err)
+	}
+	return plan, nil
+}
+
+// copyPlanReply converts and checks a CopyPlan reply (see CopyPlan).
+func copyPlanReply(resp *proto.CopyPlanResponse) ([]Range, error) {
 	var out []Range
-	for _, r := range resp.GetRanges() {
-		out = append(out, Range{Buffer: int(r.GetBuffer()), Offset: r.GetOffset(), Len: r.GetLen()})
+	for i, r := range resp.GetRanges() {
+		rg := Range{Buffer: int(r.GetBuffer()), Offset: r.GetOffset(), Len: r.GetLen()}
+		switch {
+		case r.GetBuffer() < 0:
+			return nil, fmt.Errorf("range %d names part %d", i, r.GetBuffer())
+		case rg.Len > MaxRegion || rg.Offset > MaxRegion-rg.Len:
+			return nil, fmt.Errorf("range %d: bytes [%d, +%d) end past %d, the largest region", i, rg.Offset, rg.Len, uint64(MaxRegion))
+		}
+		out = append(out, rg)
 	}
 	return out, nil
 }
 
-// Pack implements Interface.
+// Pack implements Interface. A length past dst is an error wrapping
+// base.ErrBadReply.
 func (c *Client) Pack(ctx context.Context, meta []byte, parts []base.Span, dst base.Span) (uint64, error) {
 	resp, err := c.client.Pack(ctx, &proto.PackRequest{Meta: meta, Parts: spansToProto(parts), Dst: base.SpanToProto(dst)})
 	if err != nil {
 		return 0, c.Err(ctx, err)
+	}
+	n, err := packReply(resp, dst)
+	if err != nil {
+		return 0, c.BadReply("Pack", err)
+	}
+	return n, nil
+}
+
+// packReply converts and checks a Pack reply: the message fits in dst.
+func packReply(resp *proto.PackResponse, dst base.Span) (uint64, error) {
+	if n := resp.GetLen(); n > dst.Size {
+		return 0, fmt.Errorf("packed %d bytes into a destination of %d", n, dst.Size)
 	}
 	return resp.GetLen(), nil
 }
@@ -100,6 +159,34 @@ func (c *Client) Partition(ctx context.Context, filter string, meta []byte, part
 	if err != nil {
 		return nil, c.Err(ctx, err)
 	}
+	kids, err := partitionReply(resp, parts, nparts)
+	if err != nil {
+		return nil, c.BadReply("Partition", fmt.Errorf("filter %q: %w", filter, err))
+	}
+	return kids, nil
+}
+
+// partitionReply converts and checks a Partition reply: nparts children,
+// each with a description, all passing CheckChildren against the parent's
+// parts as sent (parts).
+func partitionReply(resp *proto.PartitionResponse, parts []base.Span, nparts int) ([]Child, error) {
+	if n := len(resp.GetChildren()); n != nparts {
+		return nil, fmt.Errorf("%d children, asked for %d", n, nparts)
+	}
+	for i, ch := range resp.GetChildren() {
+		if ch.GetDescription() == nil {
+			return nil, fmt.Errorf("child %d has no description", i)
+		}
+	}
+	out := childrenFromProto(resp)
+	if err := CheckChildren(spanSizes(parts), out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// childrenFromProto converts a Partition reply, unchecked.
+func childrenFromProto(resp *proto.PartitionResponse) []Child {
 	var out []Child
 	for _, ch := range resp.GetChildren() {
 		child := Child{Meta: ch.GetMeta(), Desc: descriptionFromProto(ch.GetDescription())}
@@ -111,7 +198,16 @@ func (c *Client) Partition(ctx context.Context, filter string, meta []byte, part
 		}
 		out = append(out, child)
 	}
-	return out, nil
+	return out
+}
+
+// spanSizes is the sizes of spans.
+func spanSizes(spans []base.Span) []uint64 {
+	out := make([]uint64, len(spans))
+	for i, s := range spans {
+		out[i] = s.Size
+	}
+	return out
 }
 
 func descriptionToProto(d *Description) *proto.Description {

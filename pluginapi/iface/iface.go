@@ -66,7 +66,8 @@ type Description struct {
 	// Buffers are the sizes in bytes of the datum's parts, in order; on
 	// each memory node they live in one region, placed by PartOffsets.
 	Buffers []uint64
-	// Size is the number of bytes of data (what a transfer moves).
+	// Size is the number of bytes of data (what a transfer moves), at most
+	// the region's length.
 	Size uint64
 	// Footprint hashes the shape, for performance models.
 	Footprint uint32
@@ -84,8 +85,9 @@ type Description struct {
 }
 
 // Check verifies what a plugin said about a datum before the core relies on
-// it: the region fits under MaxRegion, Layout.LD is the region's length and
-// Layout.Interface is left to the core.
+// it: the region fits under MaxRegion, Layout.LD is the region's length,
+// Size is no more than the region holds and Layout.Interface is left to the
+// core.
 func (d *Description) Check() error {
 	n, err := RegionLen(d.Buffers)
 	if err != nil {
@@ -94,8 +96,28 @@ func (d *Description) Check() error {
 	if d.Layout.LD != n {
 		return fmt.Errorf("interface %q: layout LD %d is not the region length %d of parts %v", d.Name, d.Layout.LD, n, d.Buffers)
 	}
+	if d.Size > n {
+		return fmt.Errorf("interface %q: size %d is more than the region length %d of parts %v", d.Name, d.Size, n, d.Buffers)
+	}
 	if d.Layout.Interface != 0 {
 		return fmt.Errorf("interface %q: layout names interface %v; the core assigns it", d.Name, d.Layout.Interface)
+	}
+	return nil
+}
+
+// CheckPlan verifies a copy plan (CopyPlan's answer for the datum d
+// describes) before the core copies by it: every range names one of d's
+// parts and lies inside it, without the sum of its offset and length
+// wrapping around.
+func (d *Description) CheckPlan(plan []Range) error {
+	for i, r := range plan {
+		switch {
+		case r.Buffer < 0 || r.Buffer >= len(d.Buffers):
+			return fmt.Errorf("interface %q: copy plan range %d: part %d of %d", d.Name, i, r.Buffer, len(d.Buffers))
+		case r.Offset > d.Buffers[r.Buffer] || r.Len > d.Buffers[r.Buffer]-r.Offset:
+			return fmt.Errorf("interface %q: copy plan range %d: bytes [%d, +%d) outside part %d of %d bytes",
+				d.Name, i, r.Offset, r.Len, r.Buffer, d.Buffers[r.Buffer])
+		}
 	}
 	return nil
 }

@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-plugin"
+	gproto "google.golang.org/protobuf/proto"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/iface/proto"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 )
 
@@ -69,7 +71,7 @@ func exercise(t *testing.T, i Interface, rec *recIface, remote bool) {
 	meta := []byte{0, 1, 2, 255}
 	rec.desc = &Description{Name: "csr", Buffers: []uint64{8, 1 << 40, 0}, Size: 1<<40 + 8, Footprint: 0xdeadbeef,
 		AllocFootprint: 7, Layout: kernel.Layout{ElemSize: 8, NX: 1, NY: 2, NZ: 3, LD: 1<<40 + 64, LDZ: 5}}
-	parts := []base.Span{{Offset: 64, Size: 8}, {Offset: 128, Size: 1 << 40}}
+	parts := []base.Span{{Offset: 64, Size: 8}, {Offset: 128, Size: 1 << 40}, {Offset: 128 + 1<<40, Size: 0}}
 	if d, err := i.Describe(ctx, meta, parts); err != nil || !reflect.DeepEqual(d, rec.desc) || !reflect.DeepEqual(rec.meta, meta) ||
 		!reflect.DeepEqual(rec.buffers, parts) {
 		t.Fatalf("Describe = %+v, %v; interface got %v %v", d, err, rec.meta, rec.buffers)
@@ -101,7 +103,7 @@ func exercise(t *testing.T, i Interface, rec *recIface, remote bool) {
 		t.Fatalf("Display = %q, %v", s, err)
 	}
 	rec.children = []Child{
-		{Meta: []byte{1}, Desc: *rec.desc, Ranges: []PartRange{{Part: 1, Offset: 2, ChildPart: 0, ChildOffset: 4, Len: 5}}},
+		{Meta: []byte{1}, Desc: *rec.desc, Ranges: []PartRange{{Part: 1, Offset: 2, ChildPart: 0, ChildOffset: 3, Len: 5}}},
 		{Meta: []byte{2}, Desc: Description{Name: "csr", Buffers: []uint64{0}}},
 	}
 	if c, err := i.Partition(ctx, "rows", meta, bufs, 2); err != nil || !reflect.DeepEqual(c, rec.children) ||
@@ -156,6 +158,7 @@ func TestIfaceGRPC(t *testing.T) {
 	if p, err := i.CopyPlan(ctx, nil); err != nil || p != nil {
 		t.Fatalf("empty plan = %v, %v", p, err)
 	}
+	rec.packed = 0
 	if _, err := i.Pack(ctx, nil, nil, base.Span{}); err != nil || rec.buffers != nil {
 		t.Fatalf("Pack with no buffers: %v; interface got %v", err, rec.buffers)
 	}
@@ -163,8 +166,9 @@ func TestIfaceGRPC(t *testing.T) {
 
 func errOf[T any](_ T, err error) error { return err }
 
-// Every field of Description and Range survives the wire, including fields
-// added to iface.go later.
+// Every field of Description, Child and Range survives the wire, including
+// fields added to iface.go later: through the conversions of both sides and
+// the wire encoding, and through the client once the values are made valid.
 func TestIfaceEveryField(t *testing.T) {
 	rec := &recIface{}
 	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{"iface": &Plugin{Impl: rec}})
@@ -175,22 +179,72 @@ func TestIfaceEveryField(t *testing.T) {
 	}
 	i := raw.(Interface)
 	ctx := context.Background()
+	srv := NewServer(rec)
+
 	var d Description
 	fill.Fill(&d)
 	rec.desc = &d
+	var dr proto.DescribeResponse
+	dresp, err := srv.Describe(ctx, &proto.DescribeRequest{})
+	wireTrip(t, dresp, err, &dr)
+	if got := descriptionFromProto(dr.GetDescription()); !reflect.DeepEqual(got, d) {
+		t.Fatalf("description conversions:\n got %+v\nwant %+v", got, d)
+	}
+	validDesc(&d)
 	if got, err := i.Describe(ctx, nil, nil); err != nil || !reflect.DeepEqual(*got, d) {
 		t.Fatalf("Describe:\n got %+v, %v\nwant %+v", got, err, d)
 	}
+
 	var children struct{ C []Child }
 	fill.Fill(&children)
 	rec.children = children.C
-	if got, err := i.Partition(ctx, "f", nil, nil, 1); err != nil || !reflect.DeepEqual(got, children.C) {
+	var pr proto.PartitionResponse
+	req := &proto.PartitionRequest{Nparts: int64(len(children.C))}
+	presp, err := srv.Partition(ctx, req)
+	wireTrip(t, presp, err, &pr)
+	if got := childrenFromProto(&pr); !reflect.DeepEqual(got, children.C) {
+		t.Fatalf("children conversions:\n got %+v\nwant %+v", got, children.C)
+	}
+	parent := []base.Span{{Offset: 0, Size: 8}, {Offset: 64, Size: 8}}
+	for c := range children.C {
+		ch := &children.C[c]
+		validDesc(&ch.Desc)
+		for k := range ch.Ranges {
+			ch.Ranges[k] = PartRange{Part: k % len(parent), Offset: 1, ChildPart: k % len(ch.Desc.Buffers), ChildOffset: 1, Len: 1}
+		}
+	}
+	if got, err := i.Partition(ctx, "f", nil, parent, len(children.C)); err != nil || !reflect.DeepEqual(got, children.C) {
 		t.Fatalf("Partition:\n got %+v, %v\nwant %+v", got, err, children.C)
 	}
+
 	var plan struct{ R []Range }
 	fill.Fill(&plan)
 	rec.plan = plan.R
 	if got, err := i.CopyPlan(ctx, nil); err != nil || !reflect.DeepEqual(got, plan.R) {
 		t.Fatalf("CopyPlan:\n got %+v, %v\nwant %+v", got, err, plan.R)
+	}
+}
+
+// validDesc makes a filled description pass Description.Check: LD is the
+// region's length, Size fits in it, Interface is the core's to set.
+func validDesc(d *Description) {
+	n, _ := RegionLen(d.Buffers)
+	d.Layout.LD, d.Layout.Interface = n, 0
+	d.Size = min(d.Size, n)
+}
+
+// wireTrip encodes msg, the answer of a server method (which failed with
+// err), and decodes it into out, as gRPC does between the processes.
+func wireTrip(t *testing.T, msg gproto.Message, err error, out gproto.Message) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := gproto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gproto.Unmarshal(b, out); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -45,6 +45,7 @@ func TestDescriptionCheck(t *testing.T) {
 		{Description{Name: "x", Buffers: []uint64{8, 4}, Layout: kernel.Layout{LD: 12}}, "layout LD 12 is not the region length 68"},
 		{Description{Name: "x", Buffers: []uint64{8}, Layout: kernel.Layout{LD: 8, Interface: kernel.Vector}}, "the core assigns it"},
 		{Description{Name: "x", Buffers: []uint64{^uint64(0)}}, "past"},
+		{Description{Name: "x", Buffers: []uint64{8}, Size: 9, Layout: kernel.Layout{LD: 8}}, "size 9 is more than the region length 8"},
 	} {
 		if err := c.d.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Check(%+v) = %v, want %q", c.d, err, c.want)

@@ -1,30 +1,11 @@
-// Command iface-coo is StarPU's COO sparse matrix data interface as a
-// plugin, the whole of it built with ifacesdk: a shape, a contents check,
-// and the SDK's copy plan, pack/unpack, compare, display and footprints.
+// Command iface-coo is the COO sparse matrix data interface plugin (StarPU's
+// starpu_coo_interface). Applications build its metadata and parts with
+// package coo; package cooiface is the interface it serves.
 package main
 
 import (
 	"github.com/starpu-go/starpu/pluginapi/iface/ifacesdk"
-	"github.com/starpu-go/starpu/plugins/iface-coo/coo"
+	"github.com/starpu-go/starpu/plugins/iface-coo/cooiface"
 )
 
-// spec is the COO interface.
-var spec = ifacesdk.Spec{
-	Name:      coo.Name,
-	Version:   "1",
-	PartNames: coo.PartNames,
-	Shape: func(meta []byte) (ifacesdk.Shape, error) {
-		m, err := coo.Decode(meta)
-		return ifacesdk.Shape{Parts: m.PartSizes(), Layout: m.Layout()}, err
-	},
-	Validate: func(meta []byte, parts [][]byte) error {
-		m, _ := coo.Decode(meta) // Shape has checked it
-		return coo.Validate(m, parts[coo.PartRows], parts[coo.PartCols], parts[coo.PartValues])
-	},
-	Display: func(meta []byte) string {
-		m, _ := coo.Decode(meta)
-		return m.String()
-	},
-}
-
-func main() { ifacesdk.Serve(spec) }
+func main() { ifacesdk.Serve(cooiface.Spec()) }

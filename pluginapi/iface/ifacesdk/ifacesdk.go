@@ -37,10 +37,10 @@ type Shape struct {
 	Size uint64
 }
 
-// Filter splits a datum into nparts children: their metadata and the ranges
-// carrying their data out of the parent's parts, which it may read (they
-// hold the parent's data, one slice per part). The SDK fills each child's
-// description from its metadata.
+// Filter splits a datum into exactly nparts children: their metadata and
+// the ranges carrying their data out of the parent's parts, which it may
+// read (they hold the parent's data, one slice per part). The SDK fills each
+// child's description from its metadata.
 type Filter func(meta []byte, parts [][]byte, nparts int) ([]FilterChild, error)
 
 // FilterChild is one child a Filter makes.
@@ -351,6 +351,11 @@ func (p *impl) Partition(_ context.Context, filter string, meta []byte, parts []
 	made, err := f(meta, src, nparts)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: %w", filter, err)
+	}
+	if len(made) != nparts {
+		// The core's client refuses such an answer; say so here, where
+		// the filter's author sees it.
+		return nil, fmt.Errorf("partition %s: the filter made %d children, asked for %d", filter, len(made), nparts)
 	}
 	children := make([]iface.Child, len(made))
 	for i, c := range made {

@@ -204,6 +204,7 @@ func TestPartition(t *testing.T) {
 		{"thirds", 3, `partition: interface pair has no filter "thirds" (it has broken, halves)`},
 		{"halves", 0, "partition: 0 parts, want at least 1"},
 		{"broken", 1, "partition broken: child 0 range 0: bytes [3, +2) outside parent part 1 of 4 bytes"},
+		{"halves", 3, "partition halves: the filter made 2 children, asked for 3"},
 	} {
 		if _, err := i.Partition(ctx, c.filter, []byte("4,2"), r.Parts, c.n); err == nil || err.Error() != c.want {
 			t.Errorf("Partition(%s, %d) = %v, want %q", c.filter, c.n, err, c.want)

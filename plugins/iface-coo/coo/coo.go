@@ -1,7 +1,8 @@
 // Package coo is StarPU's COO (coordinate) sparse matrix data interface as
 // applications and kernels see it: metadata, contents checks, the parts an
-// application registers and a kernel's view of a COO buffer. The iface-coo
-// plugin serves the interface; this package imports no runtime.
+// application registers and a kernel's view of a COO buffer. The interface
+// itself is served by the iface-coo plugin (package cooiface); this package
+// imports no runtime.
 //
 // A COO matrix is NY rows by NX columns (StarPU's nx and ny axes) with NNZ
 // stored entries: entry k is Values[k] at row Rows[k], column Cols[k], both
