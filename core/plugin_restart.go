@@ -156,9 +156,8 @@ func (rt *Runtime) restartDriver(d *driverInst, removed map[*SchedContext][]int)
 		// The rings, then the new workers: nothing writes to them now
 		// (the process is dead, the policies have let go of the workers,
 		// and the engine posts nothing to a dead driver's workers).
-		done := make(chan error, 1)
-		e.call(func() { done <- e.emptyRings(d) })
-		if err = <-done; err == nil {
+		e.sync(func() { err = e.emptyRings(d) })
+		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			req := &driver.InitRequest{SpinIters: rt.cfg.SpinIters}
 			for _, w := range d.workers {
@@ -175,20 +174,13 @@ func (rt *Runtime) restartDriver(d *driverInst, removed map[*SchedContext][]int)
 	}
 	if err != nil {
 		rt.log.Error("driver plugin restart failed", "driver", "driver-"+d.name, "error", err)
-		failed := make(chan struct{})
-		e.call(func() {
-			defer close(failed)
-			e.restartFailed(d, fmt.Errorf("restart: %w", err))
-		})
-		<-failed
+		e.sync(func() { e.restartFailed(d, fmt.Errorf("restart: %w", err)) })
 		return
 	}
 	// Waited for: teardown stops the engine only once the restarts are
 	// over, so that the new process is known to it and killed with the
 	// others.
-	swapped := make(chan struct{})
-	e.call(func() {
-		defer close(swapped)
+	e.sync(func() {
 		d.pmu.Lock()
 		d.proc, d.drv = p, drv
 		d.pmu.Unlock()
@@ -206,7 +198,6 @@ func (rt *Runtime) restartDriver(d *driverInst, removed map[*SchedContext][]int)
 		}
 		rt.log.Warn("driver plugin restarted", "driver", "driver-"+d.name, "pid", p.Pid())
 	})
-	<-swapped
 }
 
 // relaunchDriver starts d's plugin again and checks that it is the same

@@ -559,9 +559,7 @@ func (c *SchedContext) Delete() error {
 	}
 	if err != nil {
 		// The policy is gone: move its tasks anyway, on the engine goroutine.
-		done := make(chan struct{})
-		rt.engine.call(func() { rt.engine.moveTasks(c); close(done) })
-		<-done
+		rt.engine.sync(func() { rt.engine.moveTasks(c) })
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

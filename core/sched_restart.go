@@ -116,18 +116,13 @@ func (rt *Runtime) restartSched(c *SchedContext) {
 	defer rt.restartWG.Done()
 	e := rt.engine
 	dead := c.proc // this goroutine is the only writer until the swap
-	onEngine := func(f func()) {
-		done := make(chan struct{})
-		e.call(func() { defer close(done); f() })
-		<-done
-	}
 	var p *loader.Plugin
 	fail := func(err error) {
 		if p != nil {
 			p.Kill()
 		}
 		rt.log.Error("scheduler plugin restart failed", "context", c.name, "sched", c.policy, "error", err)
-		onEngine(func() {
+		e.sync(func() {
 			e.schedDied(c, fmt.Errorf("%w: scheduler sched-%s of %s (pid %d) %s, and its restart failed: %w",
 				ErrPluginCrashed, c.policy, c, dead.Pid(), exitNote(dead), err))
 		})
@@ -154,7 +149,7 @@ func (rt *Runtime) restartSched(c *SchedContext) {
 		return
 	}
 	var workers []int
-	onEngine(func() {
+	e.sync(func() {
 		e.drainCompletions()
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -182,7 +177,7 @@ func (rt *Runtime) restartSched(c *SchedContext) {
 		return
 	}
 	var held []*job
-	onEngine(func() {
+	e.sync(func() {
 		c.mu.Lock()
 		if c.deleted {
 			// Delete moved its tasks to the global context.
