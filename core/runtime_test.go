@@ -621,3 +621,29 @@ func TestInProcessReservesThreads(t *testing.T) {
 		t.Errorf("GOMAXPROCS = %d after shutdown, want 1 again", got)
 	}
 }
+
+// badArch is the CPU driver claiming an architecture the runtime does not
+// know.
+type badArch struct{ *cpudriver.Driver }
+
+func (b badArch) Fingerprint(ctx context.Context) (*driver.Fingerprint, error) {
+	fp, err := b.Driver.Fingerprint(ctx)
+	if err == nil {
+		fp.Arch = "tpu"
+	}
+	return fp, err
+}
+
+// An in-process driver's fingerprint is checked as a plugin's reply is:
+// Init refuses an architecture no task could name.
+func TestInProcessFingerprintChecked(t *testing.T) {
+	_, err := core.Init(context.Background(), core.Options{
+		Config: testConfig(pluginDir),
+		Drivers: []core.DriverFactory{func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+			return badArch{cpudriver.New(a, log, cpudriver.WithKernels(kernels.Library()...))}, nil
+		}},
+	})
+	if err == nil || !strings.Contains(err.Error(), `architecture "tpu"`) {
+		t.Fatalf("Init with a driver of architecture tpu: %v, want an error naming it", err)
+	}
+}

@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"encoding/binary"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -129,5 +131,37 @@ func TestContextSchedulerRestart(t *testing.T) {
 	ranOn(t, rt, "restarted context", submitWait(t, rt, c, 20), 0)
 	if err := c.Delete(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A policy whose restart fails (its binary is gone) leaves the runtime
+// broken as a crash without restarts does, the restart's error named.
+func TestSchedulerRestartFails(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"driver-cpu", "sched-crashy"} {
+		b, err := os.ReadFile(filepath.Join(crashyDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := testConfig(dir)
+	cfg.Sched = "crashy"
+	rt := start(t, core.Options{Config: cfg})
+	if err := os.Remove(filepath.Join(dir, "sched-crashy")); err != nil {
+		t.Fatal(err)
+	}
+	task := &core.Task{Codelet: emptyCL, Priority: 99}
+	if err := rt.Submit(task); err != nil {
+		t.Fatal(err)
+	}
+	err := rt.Wait(task)
+	if !errors.Is(err, core.ErrPluginCrashed) || !strings.Contains(err.Error(), "restart failed") {
+		t.Fatalf("Wait: %v, want ErrPluginCrashed saying the restart failed", err)
+	}
+	if err := rt.Submit(&core.Task{Codelet: emptyCL}); !errors.Is(err, core.ErrPluginCrashed) {
+		t.Fatalf("submit after the failed restart: %v", err)
 	}
 }

@@ -92,11 +92,13 @@ func TestSchedulerRings(t *testing.T) {
 	})
 }
 
-// liar is a scheduler that says it posted every task to worker 1 itself.
+// liar is a scheduler that says it posted every task to worker 1 itself,
+// or makes the decisions decide returns.
 type liar struct {
-	arena *shm.Arena
-	stop  chan struct{}
-	done  chan struct{}
+	arena  *shm.Arena
+	decide func(p wire.Push) []wire.Assign
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 func (l *liar) PluginInfo(context.Context) (*base.Info, error) {
@@ -128,12 +130,17 @@ func (l *liar) Init(_ context.Context, req *sched.InitRequest) error {
 			for msg := events.Peek(); msg != nil; msg = events.Peek() {
 				var p wire.Push
 				if wire.Type(msg) == wire.TypePush && p.Decode(msg) == nil {
-					if b := decisions.Reserve(wire.AssignSize); b != nil {
-						a := wire.Assign{Worker: 1, ID: p.ID, Flags: wire.AssignPosted}
-						a.Encode(b)
-						decisions.Commit()
-						coreBell.Ring()
+					as := []wire.Assign{{Worker: 1, ID: p.ID, Flags: wire.AssignPosted}}
+					if l.decide != nil {
+						as = l.decide(p)
 					}
+					for _, a := range as {
+						if b := decisions.Reserve(wire.AssignSize); b != nil {
+							a.Encode(b)
+							decisions.Commit()
+						}
+					}
+					coreBell.Ring()
 				}
 				events.Release()
 			}
@@ -175,4 +182,55 @@ func TestPostedToWorkerWithoutRing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no scheduler ring") {
 		t.Fatalf("task posted to a worker without a scheduler ring: error %v, want one saying so", err)
 	}
+}
+
+// A policy's wrong decisions do not run a task twice or where it may not
+// run: a second Assign of a task is ignored (a read-write chain shows a
+// task run twice), and an Assign off a task's pinned worker fails it.
+func TestSchedulerLies(t *testing.T) {
+	liarOn := func(decide func(p wire.Push) []wire.Assign) core.Options {
+		cfg := testConfig(pluginDir)
+		return core.Options{
+			Config: cfg,
+			Drivers: []core.DriverFactory{func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+				return cpudriver.New(a, log, cpudriver.WithKernels(kernels.Library()...)), nil
+			}},
+			Scheduler: func(a *shm.Arena, _ hclog.Logger) (sched.Scheduler, error) { return &liar{arena: a, decide: decide}, nil },
+		}
+	}
+	t.Run("assigned twice", func(t *testing.T) {
+		rt := start(t, liarOn(func(p wire.Push) []wire.Assign {
+			return []wire.Assign{{Worker: 0, ID: p.ID}, {Worker: 1, ID: p.ID}}
+		}))
+		x := []float32{1}
+		h, _ := core.RegisterVector(rt, x)
+		const n = 10
+		for range n {
+			if err := rt.Submit(&core.Task{Codelet: scalF32, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rt.WaitForAll(); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Unregister(); err != nil {
+			t.Fatal(err)
+		}
+		if x[0] != 1<<n {
+			t.Fatalf("x = %v after %d doublings, want %d: a task assigned twice ran twice", x[0], n, 1<<n)
+		}
+	})
+	t.Run("pinned elsewhere", func(t *testing.T) {
+		rt := start(t, liarOn(func(p wire.Push) []wire.Assign {
+			return []wire.Assign{{Worker: 1, ID: p.ID}}
+		}))
+		task := &core.Task{Codelet: emptyCL, ExecuteOnWorker: true, Worker: 0, Synchronous: true}
+		err := rt.Submit(task)
+		if err == nil {
+			err = task.Err()
+		}
+		if err == nil || !strings.Contains(err.Error(), "must run on worker 0") {
+			t.Fatalf("task pinned to worker 0, assigned to 1: error %v, want one saying so", err)
+		}
+	})
 }
