@@ -195,7 +195,9 @@ func TestSchedulerLies(t *testing.T) {
 			Drivers: []core.DriverFactory{func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
 				return cpudriver.New(a, log, cpudriver.WithKernels(kernels.Library()...)), nil
 			}},
-			Scheduler: func(a *shm.Arena, _ hclog.Logger) (sched.Scheduler, error) { return &liar{arena: a, decide: decide}, nil },
+			Scheduler: func(a *shm.Arena, _ hclog.Logger) (sched.Scheduler, error) {
+				return &liar{arena: a, decide: decide}, nil
+			},
 		}
 	}
 	t.Run("assigned twice", func(t *testing.T) {
