@@ -20,6 +20,13 @@ type Elem interface {
 		~float32 | ~float64 | ~complex64 | ~complex128
 }
 
+// handleSet holds the registered handles, for Shutdown and the data
+// summaries; mu guards set.
+type handleSet struct {
+	mu  sync.Mutex
+	set map[*Handle]struct{}
+}
+
 // Handle is a piece of data registered with the runtime. Its replicate on the
 // RAM memory node lives in the shared-memory arena, where drivers read and
 // write it in place. Data registered from ordinary Go memory keeps that memory
@@ -189,9 +196,9 @@ func (rt *Runtime) newHandle(l kernel.Layout, size uint64) *Handle {
 }
 
 func (rt *Runtime) track(h *Handle) {
-	rt.handlesMu.Lock()
-	rt.handles[h] = struct{}{}
-	rt.handlesMu.Unlock()
+	rt.handles.mu.Lock()
+	rt.handles.set[h] = struct{}{}
+	rt.handles.mu.Unlock()
 }
 
 // copyHomeIn and copyHomeOut move data between the application's memory
@@ -519,9 +526,9 @@ func (h *Handle) admits(j *job) bool {
 
 // forget frees the handle's replicate and drops it from the runtime.
 func (rt *Runtime) forget(h *Handle) error {
-	rt.handlesMu.Lock()
-	delete(rt.handles, h)
-	rt.handlesMu.Unlock()
+	rt.handles.mu.Lock()
+	delete(rt.handles.set, h)
+	rt.handles.mu.Unlock()
 	h.mu.Lock()
 	h.lastWriter, h.readers = nil, nil
 	h.mu.Unlock()
@@ -543,12 +550,12 @@ func (rt *Runtime) unregisterAll() error {
 	if err := rt.flushReductions(); err != nil {
 		errs = append(errs, err)
 	}
-	rt.handlesMu.Lock()
-	hs := make([]*Handle, 0, len(rt.handles))
-	for h := range rt.handles {
+	rt.handles.mu.Lock()
+	hs := make([]*Handle, 0, len(rt.handles.set))
+	for h := range rt.handles.set {
 		hs = append(hs, h)
 	}
-	rt.handlesMu.Unlock()
+	rt.handles.mu.Unlock()
 	// Children first: their data lands in their parents' RAM copies.
 	depth := func(h *Handle) int {
 		d := 0

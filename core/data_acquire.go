@@ -341,13 +341,13 @@ func (h *Handle) acquireCB(node int, m Mode, sequential bool, cb func(error)) er
 // beginAsync and endAsync count an asynchronous data operation among the
 // work WaitForAll and Shutdown wait for; a failure is reported by
 // WaitForAll like a task's.
-func (rt *Runtime) beginAsync() { rt.pending.Add(1) }
+func (rt *Runtime) beginAsync() { rt.waits.pending.Add(1) }
 
 func (rt *Runtime) endAsync(err error) {
 	if err != nil {
 		rt.recordFailure(err)
 	}
-	if rt.pending.Add(-1) == 0 || rt.idleWaiters.Load() > 0 {
+	if rt.waits.pending.Add(-1) == 0 || rt.waits.idleWaiters.Load() > 0 {
 		rt.wakeIdle()
 	}
 }

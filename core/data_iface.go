@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/starpu-go/starpu/core/internal/loader"
@@ -39,10 +40,17 @@ const ifaceTimeout = 20 * time.Second
 
 // iface returns the running interface plugin called name, starting it from
 // the plugin directory on first use.
+// ifaceTable holds the data interface plugins started so far (on first
+// use); mu guards list, whose index gives each its interface ID.
+type ifaceTable struct {
+	mu   sync.Mutex
+	list []*ifaceInst
+}
+
 func (rt *Runtime) ifaceNamed(name string) (*ifaceInst, error) {
-	rt.ifaceMu.Lock()
-	defer rt.ifaceMu.Unlock()
-	for _, in := range rt.ifaces {
+	rt.ifaces.mu.Lock()
+	defer rt.ifaces.mu.Unlock()
+	for _, in := range rt.ifaces.list {
 		if in.name == name {
 			if in.proc != nil && in.proc.Exited() {
 				return nil, fmt.Errorf("%w: data interface plugin iface-%s (pid %d) exited", ErrPluginCrashed, name, in.proc.Pid())
@@ -69,12 +77,12 @@ func (rt *Runtime) ifaceNamed(name string) (*ifaceInst, error) {
 		p.Kill()
 		return nil, err
 	}
-	if int(kernel.FirstPluginInterface)+len(rt.ifaces) > 255 {
+	if int(kernel.FirstPluginInterface)+len(rt.ifaces.list) > 255 {
 		p.Kill()
 		return nil, fmt.Errorf("too many data interface plugins")
 	}
-	in := &ifaceInst{name: name, id: kernel.FirstPluginInterface + kernel.InterfaceID(len(rt.ifaces)), impl: impl, proc: p}
-	rt.ifaces = append(rt.ifaces, in)
+	in := &ifaceInst{name: name, id: kernel.FirstPluginInterface + kernel.InterfaceID(len(rt.ifaces.list)), impl: impl, proc: p}
+	rt.ifaces.list = append(rt.ifaces.list, in)
 	return in, nil
 }
 

@@ -288,9 +288,9 @@ func (rt *Runtime) Lookup(p unsafe.Pointer) *Handle {
 	if p == nil {
 		return nil
 	}
-	rt.handlesMu.Lock()
-	defer rt.handlesMu.Unlock()
-	for h := range rt.handles {
+	rt.handles.mu.Lock()
+	defer rt.handles.mu.Unlock()
+	for h := range rt.handles.set {
 		if h.parent != nil || h.x.noHome || h.unregistered.Load() {
 			continue
 		}

@@ -561,12 +561,12 @@ func (rt *Runtime) submitSwitch(hs []*Handle, ms []Mode, run func() error) {
 				rt.recordFailure(err)
 			}
 			rt.complete(j, -1, err)
-			if rt.pending.Add(-1) == 0 || rt.idleWaiters.Load() > 0 {
+			if rt.waits.pending.Add(-1) == 0 || rt.waits.idleWaiters.Load() > 0 {
 				rt.wakeIdle()
 			}
 		}()
 	}}
-	rt.pending.Add(1)
+	rt.waits.pending.Add(1)
 	for i, h := range hs {
 		h.depend(j, ms[i])
 	}

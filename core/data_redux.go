@@ -182,7 +182,7 @@ func (h *Handle) closeRedux(st *accessState) []*job {
 		} else {
 			addDep(prev, j)
 		}
-		rt.pending.Add(1)
+		rt.waits.pending.Add(1)
 		jobs = append(jobs, j)
 		prev = j
 	}
@@ -205,16 +205,16 @@ func (rt *Runtime) skipReduction(j *job) bool {
 // flushReductions folds the pending REDUX contributions of every handle
 // into its data, at shutdown.
 func (rt *Runtime) flushReductions() error {
-	rt.handlesMu.Lock()
+	rt.handles.mu.Lock()
 	var hs []*Handle
-	for h := range rt.handles {
+	for h := range rt.handles.set {
 		h.mu.Lock()
 		if h.acc != nil && h.acc.group != nil && h.acc.group.redux {
 			hs = append(hs, h)
 		}
 		h.mu.Unlock()
 	}
-	rt.handlesMu.Unlock()
+	rt.handles.mu.Unlock()
 	var errs []error
 	for _, h := range hs {
 		if err := h.Acquire(R); err != nil {

@@ -105,4 +105,14 @@
 // dependencies, Handle.mu a handle's access order, taken handle first.
 // Plugins own what lies on their side of a ring; the core never trusts a
 // value they write without checking it.
+//
+// The Runtime's own state is grouped by subsystem: what is set at Init and
+// read-only after sits at the top of the struct; each subsystem's mutable
+// state is one field of its own type (ctxTable, codeletTable, modelTable,
+// waitState, tagTable, iterTable, orderTable, handleSet, ifaceTable,
+// restartState, ...), declared in that subsystem's file, whose doc comment
+// names the lock that guards what. Lock order: ctxs.mu and ifaces.mu come
+// first (they are held while a plugin starts); the other subsystem locks
+// are held briefly, and only per-object locks (tagState.mu, job.mu,
+// Handle.mu) are taken under them.
 package core

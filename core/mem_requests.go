@@ -810,7 +810,7 @@ func (h *Handle) submitCopy(src *Handle, done func(error)) (*job, error) {
 	a := &acquisition{mode: W, job: j}
 	a.onGrant = func() { go h.runCopy(src, j, done) }
 	j.acquire = a
-	rt.pending.Add(1)
+	rt.waits.pending.Add(1)
 	src.depend(j, R)
 	h.depend(j, W)
 	if j.ndeps.Add(-1) == 0 {

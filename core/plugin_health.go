@@ -152,7 +152,7 @@ func (e *engine) watchdog(now time.Time) {
 	if cfg.WatchdogTimeout <= 0 || now.Sub(e.startedAt) < cfg.WatchdogDelay {
 		return
 	}
-	pending := e.rt.pending.Load()
+	pending := e.rt.waits.pending.Load()
 	if e.completed != e.wdCompleted || pending == 0 || e.wdSince.IsZero() {
 		e.wdCompleted, e.wdSince = e.completed, now
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/starpu-go/starpu/core/internal/loader"
@@ -62,6 +63,17 @@ const maxRestartBackoff = 5 * time.Second
 
 // restartBackoff is the wait before restart number n (from 1): 100 ms,
 // doubling.
+// restartState coordinates plugin restarts with teardown: wg counts the
+// restarts under way and stop, closed at teardown, calls them off. mu
+// guards off (set at teardown: no new restart) and orders wg.Add before
+// teardown's wg.Wait.
+type restartState struct {
+	wg   sync.WaitGroup
+	stop chan struct{}
+	mu   sync.Mutex
+	off  bool
+}
+
 func restartBackoff(n int) time.Duration {
 	d := 100 * time.Millisecond << min(n-1, 10)
 	return min(d, maxRestartBackoff)
@@ -101,13 +113,13 @@ func (e *engine) beginRestart(d *driverInst) {
 		if pending--; pending > 0 {
 			return
 		}
-		rt.restartMu.Lock()
-		defer rt.restartMu.Unlock()
-		if rt.restartsOff {
+		rt.restarts.mu.Lock()
+		defer rt.restarts.mu.Unlock()
+		if rt.restarts.off {
 			e.restartFailed(d, ErrShutdown)
 			return
 		}
-		rt.restartWG.Add(1)
+		rt.restarts.wg.Add(1)
 		go rt.restartDriver(d, removed)
 	}
 	for _, c := range *e.ctxs.Load() {
@@ -135,20 +147,20 @@ func (e *engine) beginRestart(d *driverInst) {
 // restartDriver starts driver d again and brings its workers back into the
 // contexts they were removed from. Its own goroutine.
 func (rt *Runtime) restartDriver(d *driverInst, removed map[*SchedContext][]int) {
-	defer rt.restartWG.Done()
+	defer rt.restarts.wg.Done()
 	e := rt.engine
 	wait := restartBackoff(d.restarts)
 	rt.log.Warn("restarting driver plugin", "driver", "driver-"+d.name, "attempt", d.restarts, "of", rt.cfg.PluginRestarts, "after", wait)
 	select {
 	case <-time.After(wait):
-	case <-rt.stopRestarts:
+	case <-rt.restarts.stop:
 		e.call(func() { e.restartFailed(d, ErrShutdown) })
 		return
 	}
 	p, drv, err := rt.relaunchDriver(d)
 	if err == nil {
 		select {
-		case <-rt.stopRestarts:
+		case <-rt.restarts.stop:
 			p.Kill()
 			return
 		default:

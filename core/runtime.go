@@ -57,9 +57,12 @@ type Options struct {
 // Runtime is one instance of the runtime: its plugins, workers, data and
 // tasks. Everything global lives behind it.
 type Runtime struct {
-	cfg   *config.Config
-	log   hclog.Logger
-	arena *shm.Arena
+	// Set at Init and read-only after: configuration, logging, the
+	// shared arena, drivers, workers and memory nodes.
+	cfg    *config.Config
+	log    hclog.Logger
+	getenv func(string) string
+	arena  *shm.Arena
 
 	drivers []*driverInst
 	workers []*workerState
@@ -68,74 +71,46 @@ type Runtime struct {
 	nodes     []*memNode
 	multiNode bool
 	bus       *perfmodel.Bus
-	// Performance models, opened when a codelet first needs one; archKeys
-	// is the model key standing for each architecture (driver.ArchIndex).
-	modelsMu sync.Mutex
-	models   *perfmodel.DB
-	archKeys [wire.NumArch]string
-	getenv   func(string) string
-	sched    sched.Scheduler
-	schedP   *loader.Plugin
-	// threads counts the busy threads of in-process plugins and savedProcs
-	// is GOMAXPROCS before they raised it (reserveThreads).
-	threads, savedProcs int
-	engine              *engine
+	// failedDrivers are the device drivers that did not start.
+	failedDrivers []DriverNote
+	// maxExec is the largest Exec message a dispatch ring carries and
+	// calibrate whether tasks spread over every architecture to build
+	// their models.
+	maxExec   int
+	calibrate bool
 
-	// Scheduling contexts: global holds every worker at Init; ctxMu
-	// serialises creating and deleting contexts; freeRings are the rings
-	// of deleted contexts, for new ones. cands are the plugins found in
+	// The global scheduler and its process (nil in process); the engine
+	// goroutine and the restart protocol own them (sched_restart.go).
+	sched  sched.Scheduler
+	schedP *loader.Plugin
+	engine *engine
+	// global holds every worker at Init. cands are the plugins found in
 	// the plugin directory (nil until needed when everything runs in
 	// process) and schedFactory Options.Scheduler.
 	global       *SchedContext
-	ctxMu        sync.Mutex
-	freeRings    []*ctxRings
 	cands        map[string]loader.Candidate
 	schedFactory SchedulerFactory
 
-	codelets    sync.Map // *Codelet -> *codeletInfo
-	clMu        sync.Mutex
-	nextCodelet uint32
-	clOrder     []*Codelet // in order of first submission
-	maxExec     int
-	calibrate   bool
+	// Each subsystem's state, with the lock that guards it; their types
+	// say the discipline and live beside the code that uses them.
+	ctxs     ctxTable        // scheduling contexts (sched_context.go)
+	codelets codeletTable    // codelets seen (task_codelet.go)
+	models   modelTable      // performance models (task_models.go)
+	waits    waitState       // pending tasks, idle waits, failures (task.go)
+	tags     tagTable        // tags (task_tags.go)
+	iters    iterTable       // iteration numbers (task_status.go)
+	orders   orderTable      // per-worker execution orders (task_status.go)
+	clock    profilingClock  // profiling and trace times (task_status.go)
+	handles  handleSet       // registered handles (data.go)
+	ifaces   ifaceTable      // data interface plugins (data_iface.go)
+	access   accessRT        // access modes and arbitration (data_access.go)
+	cbs      callbackThreads // threads running callbacks (data_acquire.go)
+	restarts restartState    // plugin restarts (plugin_restart.go)
+	beats    heartbeats      // plugins' heartbeat slots (plugin_health.go)
+	threads  threadBudget    // GOMAXPROCS for in-process plugins
 
 	nextJob    atomic.Uint64
 	nextHandle atomic.Uint64
-
-	pending       atomic.Int64
-	idleMu        sync.Mutex
-	idle          *sync.Cond
-	failed        []error
-	failedDropped int
-	// nready counts tasks pushed to the scheduler and not completed;
-	// idleWaiters the goroutines waiting on idle for something else than
-	// pending reaching zero.
-	nready      atomic.Int64
-	idleWaiters atomic.Int32
-
-	profiling   atomic.Bool
-	clockBase   time.Time // wall time at clockBaseNs on wire.Now's clock
-	clockBaseNs int64
-
-	iterMu    sync.Mutex
-	iters     []uint64
-	iterDepth atomic.Int32
-
-	orderMu sync.Mutex
-	orders  map[int]*workerOrder
-
-	tagMu sync.Mutex
-	tags  map[TagID]*tagState
-
-	handlesMu sync.Mutex
-	handles   map[*Handle]struct{}
-
-	// failedDrivers are the device drivers that did not start.
-	failedDrivers []DriverNote
-
-	// Data interface plugins, started on first use.
-	ifaceMu sync.Mutex
-	ifaces  []*ifaceInst
 
 	broken   atomic.Pointer[error]
 	shutdown atomic.Bool
@@ -144,20 +119,14 @@ type Runtime struct {
 	// counts the handles whose data a failed task lost (data_lost.go).
 	fails failQueue
 	nlost atomic.Int32
-	// beats are the plugins' heartbeat slots (plugin_health.go).
-	beats heartbeats
-	// restartWG counts the driver restarts under way; stopRestarts, closed
-	// at teardown, calls them off (plugin_restart.go).
-	restartWG    sync.WaitGroup
-	stopRestarts chan struct{}
-	restartMu    sync.Mutex // orders restartWG.Add before Wait
-	restartsOff  bool
+}
 
-	// access is the state of access modes and arbitration (data_access.go).
-	access accessRT
-
-	// cbs are the threads running application callbacks (data_acquire.go).
-	cbs callbackThreads
+// threadBudget is what reserveThreads raised GOMAXPROCS for: busy counts
+// the busy threads of in-process plugins and saved is GOMAXPROCS before
+// they raised it. Init, CreateSchedContext (under ctxs.mu) and teardown
+// touch it, never at once, so it has no lock.
+type threadBudget struct {
+	busy, saved int
 }
 
 // driverInst is one loaded driver and the workers it runs.
@@ -214,11 +183,14 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	rt := &Runtime{cfg: cfg, log: log, getenv: getenv, tags: map[TagID]*tagState{}, handles: map[*Handle]struct{}{}, stopRestarts: make(chan struct{})}
-	rt.idle = sync.NewCond(&rt.idleMu)
+	rt := &Runtime{cfg: cfg, log: log, getenv: getenv}
+	rt.tags.byID = map[TagID]*tagState{}
+	rt.handles.set = map[*Handle]struct{}{}
+	rt.restarts.stop = make(chan struct{})
+	rt.waits.idle = sync.NewCond(&rt.waits.mu)
 	rt.calibrate = opt.Calibrate || cfg.Calibrate > 0
-	rt.profiling.Store(opt.Profiling)
-	rt.clockBase, rt.clockBaseNs = time.Now(), wire.Now()
+	rt.clock.profiling.Store(opt.Profiling)
+	rt.clock.base, rt.clock.baseNs = time.Now(), wire.Now()
 	if opt.Trace {
 		rt.trace = &tracer{}
 	}
@@ -528,26 +500,26 @@ func (rt *Runtime) start(ctx context.Context) error {
 // counted at the first reservation. Plugin processes size their own (the
 // CPU driver keeps a P idle beside its workers).
 func (rt *Runtime) reserveThreads(n int) {
-	if rt.threads == 0 {
-		rt.threads = 2
+	if rt.threads.busy == 0 {
+		rt.threads.busy = 2
 	}
-	rt.threads += n
-	if cur := runtime.GOMAXPROCS(0); cur < rt.threads {
-		rt.log.Debug("raising GOMAXPROCS for in-process plugins", "from", cur, "to", rt.threads)
-		if rt.savedProcs == 0 {
-			rt.savedProcs = cur
+	rt.threads.busy += n
+	if cur := runtime.GOMAXPROCS(0); cur < rt.threads.busy {
+		rt.log.Debug("raising GOMAXPROCS for in-process plugins", "from", cur, "to", rt.threads.busy)
+		if rt.threads.saved == 0 {
+			rt.threads.saved = cur
 		}
-		runtime.GOMAXPROCS(rt.threads)
+		runtime.GOMAXPROCS(rt.threads.busy)
 	}
 }
 
 // restoreThreads undoes reserveThreads once the in-process plugins stopped,
 // unless someone else changed GOMAXPROCS meanwhile.
 func (rt *Runtime) restoreThreads() {
-	if rt.savedProcs > 0 && runtime.GOMAXPROCS(0) == rt.threads {
-		runtime.GOMAXPROCS(rt.savedProcs)
+	if rt.threads.saved > 0 && runtime.GOMAXPROCS(0) == rt.threads.busy {
+		runtime.GOMAXPROCS(rt.threads.saved)
 	}
-	rt.savedProcs = 0
+	rt.threads.saved = 0
 }
 
 // usable reports why the runtime cannot take work, if it cannot.
@@ -593,13 +565,13 @@ func (rt *Runtime) teardown() error {
 	}
 	var errs []error
 	// Restarts first, while the engine runs their last steps.
-	rt.restartMu.Lock()
-	if !rt.restartsOff {
-		rt.restartsOff = true
-		close(rt.stopRestarts)
+	rt.restarts.mu.Lock()
+	if !rt.restarts.off {
+		rt.restarts.off = true
+		close(rt.restarts.stop)
 	}
-	rt.restartMu.Unlock()
-	rt.restartWG.Wait()
+	rt.restarts.mu.Unlock()
+	rt.restarts.wg.Wait()
 	if rt.engine != nil {
 		rt.engine.stop()
 	}
@@ -630,11 +602,11 @@ func (rt *Runtime) teardown() error {
 			}
 		}
 	}
-	rt.ifaceMu.Lock()
-	for _, in := range rt.ifaces {
+	rt.ifaces.mu.Lock()
+	for _, in := range rt.ifaces.list {
 		in.proc.Kill()
 	}
-	rt.ifaceMu.Unlock()
+	rt.ifaces.mu.Unlock()
 	for _, d := range rt.drivers {
 		if len(d.workers) > 0 && (d.proc == nil || !d.proc.Exited()) {
 			if err := deinit(d.drv.Deinit); err != nil {

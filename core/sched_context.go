@@ -122,6 +122,15 @@ type ackWait struct {
 	then func() // run on the engine goroutine when the echo arrives
 }
 
+// ctxTable is the runtime's side of its scheduling contexts (the live list
+// is the engine's, engine.ctxs): mu serialises creating and deleting
+// contexts, and guards freeRings, the rings of deleted contexts kept for
+// new ones.
+type ctxTable struct {
+	mu        sync.Mutex
+	freeRings []*ctxRings
+}
+
 func newContext(rt *Runtime, id int, name, policy string, rings *ctxRings, workers []int) *SchedContext {
 	c := &SchedContext{rt: rt, id: id, name: name, policy: policy, rings: rings, workers: workers, acks: map[uint64]*ackWait{}}
 	c.idle = sync.NewCond(&c.idleMu)
@@ -180,8 +189,8 @@ func (rt *Runtime) CreateSchedContext(name string, workers []int, policy string,
 
 // SchedContext returns the context named name.
 func (rt *Runtime) SchedContext(name string) (*SchedContext, error) {
-	rt.ctxMu.Lock()
-	defer rt.ctxMu.Unlock()
+	rt.ctxs.mu.Lock()
+	defer rt.ctxs.mu.Unlock()
 	var names []string
 	for _, c := range *rt.engine.ctxs.Load() {
 		if c.name == name {
@@ -220,8 +229,8 @@ func (rt *Runtime) createContext(ctx context.Context, x config.Context) (_ *Sche
 	if x.Sched == "" {
 		x.Sched = rt.cfg.Sched
 	}
-	rt.ctxMu.Lock()
-	defer rt.ctxMu.Unlock()
+	rt.ctxs.mu.Lock()
+	defer rt.ctxs.mu.Unlock()
 	live := *rt.engine.ctxs.Load()
 	for _, c := range live {
 		if c.name == x.Name {
@@ -249,8 +258,8 @@ func (rt *Runtime) createContext(ctx context.Context, x config.Context) (_ *Sche
 		return nil, fail("%w", err)
 	}
 	var rings *ctxRings
-	if n := len(rt.freeRings); n > 0 {
-		rings = rt.freeRings[n-1]
+	if n := len(rt.ctxs.freeRings); n > 0 {
+		rings = rt.ctxs.freeRings[n-1]
 		if err := rings.reset(rt.arena); err != nil {
 			return nil, fail("reuse rings: %v", err)
 		}
@@ -270,8 +279,8 @@ func (rt *Runtime) createContext(ctx context.Context, x config.Context) (_ *Sche
 	if err := s.Init(ctx, rt.schedInit(x.Workers, rings)); err != nil {
 		return nil, fail("policy %s: init: %w", x.Sched, err)
 	}
-	if n := len(rt.freeRings); n > 0 && rt.freeRings[n-1] == rings {
-		rt.freeRings = rt.freeRings[:n-1]
+	if n := len(rt.ctxs.freeRings); n > 0 && rt.ctxs.freeRings[n-1] == rings {
+		rt.ctxs.freeRings = rt.ctxs.freeRings[:n-1]
 	}
 	next := append(slices.Clone(live), c)
 	rt.engine.ctxs.Store(&next)
@@ -572,15 +581,15 @@ func (c *SchedContext) Delete() error {
 	if c.proc != nil {
 		c.proc.Kill()
 	}
-	rt.ctxMu.Lock()
+	rt.ctxs.mu.Lock()
 	live := *rt.engine.ctxs.Load()
 	next := slices.DeleteFunc(slices.Clone(live), func(x *SchedContext) bool { return x == c })
 	rt.engine.ctxs.Store(&next)
 	if !c.restarting.Load() {
 		// A restart under way may still use the rings: not reused then.
-		rt.freeRings = append(rt.freeRings, c.rings)
+		rt.ctxs.freeRings = append(rt.ctxs.freeRings, c.rings)
 	}
-	rt.ctxMu.Unlock()
+	rt.ctxs.mu.Unlock()
 	if len(errs) > 0 {
 		return fmt.Errorf("delete %s: %w", c, errors.Join(errs...))
 	}

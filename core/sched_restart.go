@@ -97,12 +97,12 @@ func (e *engine) beginSchedRestart(c *SchedContext) {
 	c.mu.Unlock()
 	rt.log.Error("scheduler plugin exited; restarting it", "context", c.name, "sched", c.policy,
 		"pid", c.proc.Pid(), "exit", exitNote(c.proc), "attempt", c.restarts)
-	rt.restartMu.Lock()
-	off := rt.restartsOff
+	rt.restarts.mu.Lock()
+	off := rt.restarts.off
 	if !off {
-		rt.restartWG.Add(1)
+		rt.restarts.wg.Add(1)
 	}
-	rt.restartMu.Unlock()
+	rt.restarts.mu.Unlock()
 	if off {
 		e.schedDied(c, fmt.Errorf("%w: scheduler sched-%s of %s %s during shutdown", ErrPluginCrashed, c.policy, c, exitNote(c.proc)))
 		return
@@ -113,7 +113,7 @@ func (e *engine) beginSchedRestart(c *SchedContext) {
 // restartSched starts c's policy again and hands it the tasks it held (see
 // the header). Its own goroutine.
 func (rt *Runtime) restartSched(c *SchedContext) {
-	defer rt.restartWG.Done()
+	defer rt.restarts.wg.Done()
 	e := rt.engine
 	dead := c.proc // this goroutine is the only writer until the swap
 	var p *loader.Plugin
@@ -129,7 +129,7 @@ func (rt *Runtime) restartSched(c *SchedContext) {
 	}
 	select {
 	case <-time.After(restartBackoff(c.restarts)):
-	case <-rt.stopRestarts:
+	case <-rt.restarts.stop:
 		fail(ErrShutdown)
 		return
 	}
@@ -228,7 +228,7 @@ func (rt *Runtime) waitSchedRings() error {
 		}
 		select {
 		case <-time.After(time.Millisecond):
-		case <-rt.stopRestarts:
+		case <-rt.restarts.stop:
 			return ErrShutdown
 		}
 	}

@@ -355,13 +355,13 @@ func (rt *Runtime) Submit(t *Task) error {
 			return err
 		}
 	}
-	if rt.profiling.Load() {
+	if rt.clock.profiling.Load() {
 		j.mu.Lock()
 		j.x().submitNs = wire.Now()
 		j.mu.Unlock()
 	}
 	t.job = j
-	rt.pending.Add(1)
+	rt.waits.pending.Add(1)
 	if c := t.SchedContext; c != nil {
 		j.ctx = c
 		c.pending.Add(1)
@@ -402,7 +402,7 @@ func (rt *Runtime) jobForSubmit(t *Task) (*job, error) {
 // has none left.
 func (rt *Runtime) enqueue(t *Task, j *job) {
 	j.status.Store(uint32(StatusBlocked))
-	if rt.iterDepth.Load() > 0 {
+	if rt.iters.depth.Load() > 0 {
 		rt.noteIteration(j)
 	}
 	if !t.NoSequentialConsistency {
@@ -608,7 +608,7 @@ func (rt *Runtime) pushReady(j *job, releasedBy int32) {
 
 func (rt *Runtime) pushLocked(j *job, releasedBy int32) {
 	j.counted = true
-	rt.nready.Add(1)
+	rt.waits.nready.Add(1)
 	rt.push(j, releasedBy)
 }
 
@@ -689,14 +689,14 @@ func (j *job) isSubmitted() bool {
 // WaitForAll blocks until every submitted task has completed and returns the
 // errors of the tasks that failed since the previous WaitForAll.
 func (rt *Runtime) WaitForAll() error {
-	rt.idleMu.Lock()
-	for rt.pending.Load() > 0 {
-		rt.idle.Wait()
+	rt.waits.mu.Lock()
+	for rt.waits.pending.Load() > 0 {
+		rt.waits.idle.Wait()
 	}
-	errs := rt.failed
-	dropped := rt.failedDropped
-	rt.failed, rt.failedDropped = nil, 0
-	rt.idleMu.Unlock()
+	errs := rt.waits.failed
+	dropped := rt.waits.failedDropped
+	rt.waits.failed, rt.waits.failedDropped = nil, 0
+	rt.waits.mu.Unlock()
 	if dropped > 0 {
 		errs = append(errs, fmt.Errorf("and %d more failed tasks", dropped))
 	}
@@ -709,34 +709,34 @@ func (rt *Runtime) WaitForNSubmitted(n int) error {
 	if n < 0 {
 		return fmt.Errorf("%w: wait for %d submitted tasks", ErrInvalidTask, n)
 	}
-	rt.idleMu.Lock()
-	rt.idleWaiters.Add(1)
-	for rt.pending.Load() > int64(n) {
-		rt.idle.Wait()
+	rt.waits.mu.Lock()
+	rt.waits.idleWaiters.Add(1)
+	for rt.waits.pending.Load() > int64(n) {
+		rt.waits.idle.Wait()
 	}
-	rt.idleWaiters.Add(-1)
-	rt.idleMu.Unlock()
+	rt.waits.idleWaiters.Add(-1)
+	rt.waits.mu.Unlock()
 	return nil
 }
 
 // WaitForNoReady blocks until no task is ready or running: those left wait
 // for dependencies.
 func (rt *Runtime) WaitForNoReady() {
-	rt.idleMu.Lock()
-	rt.idleWaiters.Add(1)
-	for rt.nready.Load() > 0 {
-		rt.idle.Wait()
+	rt.waits.mu.Lock()
+	rt.waits.idleWaiters.Add(1)
+	for rt.waits.nready.Load() > 0 {
+		rt.waits.idle.Wait()
 	}
-	rt.idleWaiters.Add(-1)
-	rt.idleMu.Unlock()
+	rt.waits.idleWaiters.Add(-1)
+	rt.waits.mu.Unlock()
 }
 
 // NSubmitted is the number of submitted tasks that have not completed.
-func (rt *Runtime) NSubmitted() int { return int(rt.pending.Load()) }
+func (rt *Runtime) NSubmitted() int { return int(rt.waits.pending.Load()) }
 
 // NReady is the number of tasks ready to run or running: submitted tasks
 // that no longer wait for a dependency.
-func (rt *Runtime) NReady() int { return int(rt.nready.Load()) }
+func (rt *Runtime) NReady() int { return int(rt.waits.nready.Load()) }
 
 // TaskByID returns the task whose submission number is id while it is
 // ready or running, or nil: a kernel running in the application's process
@@ -747,6 +747,24 @@ func (rt *Runtime) TaskByID(id uint64) *Task {
 		return j.task
 	}
 	return nil
+}
+
+// waitState is what the waits (WaitForAll, WaitForNSubmitted,
+// WaitForNoReady, Shutdown) watch. pending counts submitted tasks not yet
+// finished and nready those pushed to a scheduler and not completed; both
+// are atomics on the hot path. mu guards failed (the errors WaitForAll
+// reports next, at most 16 kept, failedDropped counting the rest) and is
+// idle's lock: idle is broadcast when pending reaches zero, or on any
+// completion while idleWaiters (goroutines waiting on idle for something
+// else than pending reaching zero) is non-zero.
+type waitState struct {
+	pending       atomic.Int64
+	nready        atomic.Int64
+	idleWaiters   atomic.Int32
+	mu            sync.Mutex
+	idle          *sync.Cond
+	failed        []error
+	failedDropped int
 }
 
 // failQueue holds the jobs that failed where they were pushed, for the
@@ -833,7 +851,7 @@ func (rt *Runtime) executed(j *job, worker int32, err error) {
 		rt.accessDone(j, worker)
 	}
 	if j.counted {
-		if rt.nready.Add(-1) == 0 && rt.idleWaiters.Load() > 0 {
+		if rt.waits.nready.Add(-1) == 0 && rt.waits.idleWaiters.Load() > 0 {
 			rt.wakeIdle()
 		}
 	}
@@ -943,15 +961,15 @@ func (rt *Runtime) finish(j *job) {
 	if c := j.ctx; c != nil {
 		c.taskFinished()
 	}
-	if rt.pending.Add(-1) == 0 || rt.idleWaiters.Load() > 0 {
+	if rt.waits.pending.Add(-1) == 0 || rt.waits.idleWaiters.Load() > 0 {
 		rt.wakeIdle()
 	}
 }
 
 func (rt *Runtime) wakeIdle() {
-	rt.idleMu.Lock()
-	rt.idle.Broadcast()
-	rt.idleMu.Unlock()
+	rt.waits.mu.Lock()
+	rt.waits.idle.Broadcast()
+	rt.waits.mu.Unlock()
 }
 
 // regenerate submits j's task again, as a new job, after a completion
@@ -989,7 +1007,7 @@ func (rt *Runtime) regenerate(old *job) bool {
 		}
 		return false
 	}
-	if rt.profiling.Load() {
+	if rt.clock.profiling.Load() {
 		j.mu.Lock()
 		j.x().submitNs = wire.Now()
 		j.mu.Unlock()
@@ -1012,13 +1030,13 @@ func (rt *Runtime) regenerate(old *job) bool {
 }
 
 func (rt *Runtime) recordFailure(err error) {
-	rt.idleMu.Lock()
-	if len(rt.failed) < 16 {
-		rt.failed = append(rt.failed, err)
+	rt.waits.mu.Lock()
+	if len(rt.waits.failed) < 16 {
+		rt.waits.failed = append(rt.waits.failed, err)
 	} else {
-		rt.failedDropped++
+		rt.waits.failedDropped++
 	}
-	rt.idleMu.Unlock()
+	rt.waits.mu.Unlock()
 }
 
 // noteWrites marks the application's copies of written handles stale.

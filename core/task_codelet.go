@@ -3,12 +3,14 @@ package core
 import (
 	"context"
 	"fmt"
-	"github.com/starpu-go/starpu/core/perfmodel"
 	"math/bits"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/starpu-go/starpu/core/perfmodel"
 
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
@@ -176,6 +178,17 @@ type Codelet struct {
 	Retryable bool
 }
 
+// codeletTable is what the runtime knows of the codelets submitted so far.
+// byPtr (*Codelet -> *codeletInfo) is read lock-free on every Submit; mu
+// guards adding to it, next (the next codelet number) and order (codelets
+// in order of first submission).
+type codeletTable struct {
+	byPtr sync.Map
+	mu    sync.Mutex
+	next  uint32
+	order []*Codelet
+}
+
 // codeletInfo is what the runtime resolved about a codelet at its first
 // submit: which architectures can run it and the kernel index per driver.
 type codeletInfo struct {
@@ -308,7 +321,7 @@ func validMode(m Mode) bool {
 
 // resolve finds, once per codelet, the drivers that host its kernels.
 func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
-	if v, ok := rt.codelets.Load(cl); ok {
+	if v, ok := rt.codelets.byPtr.Load(cl); ok {
 		return v.(*codeletInfo), nil
 	}
 	if err := cl.validate(rt.nnodes()); err != nil {
@@ -360,15 +373,15 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 		}
 		return nil, fmt.Errorf("%w: codelet %q wants %s%s; %s", ErrNoWorker, cl.Name, describeKernels(cl), where, rt.describeDrivers())
 	}
-	rt.clMu.Lock()
-	info.id = rt.nextCodelet
-	rt.nextCodelet++
-	rt.clMu.Unlock()
-	v, loaded := rt.codelets.LoadOrStore(cl, info)
+	rt.codelets.mu.Lock()
+	info.id = rt.codelets.next
+	rt.codelets.next++
+	rt.codelets.mu.Unlock()
+	v, loaded := rt.codelets.byPtr.LoadOrStore(cl, info)
 	if !loaded {
-		rt.clMu.Lock()
-		rt.clOrder = append(rt.clOrder, cl)
-		rt.clMu.Unlock()
+		rt.codelets.mu.Lock()
+		rt.codelets.order = append(rt.codelets.order, cl)
+		rt.codelets.mu.Unlock()
 	}
 	return v.(*codeletInfo), nil
 }

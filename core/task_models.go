@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/starpu-go/starpu/core/perfmodel"
 	"github.com/starpu-go/starpu/pluginapi/driver"
@@ -23,20 +24,30 @@ const (
 	NonLinearRegressionModel = perfmodel.NonLinearRegression
 )
 
+// modelTable holds the performance models: db, the model database, is
+// opened when a codelet first needs a model and mu guards it; archKeys,
+// the model key standing for each architecture (driver.ArchIndex), is set
+// at Init and read-only after.
+type modelTable struct {
+	mu       sync.Mutex
+	db       *perfmodel.DB
+	archKeys [wire.NumArch]string
+}
+
 // modelFor returns the performance model of cl, opening the model database
 // on first use; nil when cl has none.
 func (rt *Runtime) modelFor(cl *Codelet) (*perfmodel.Model, error) {
 	if cl.Model == 0 {
 		return nil, nil
 	}
-	rt.modelsMu.Lock()
-	defer rt.modelsMu.Unlock()
-	if rt.models == nil {
+	rt.models.mu.Lock()
+	defer rt.models.mu.Unlock()
+	if rt.models.db == nil {
 		db, err := perfmodel.Open(rt.modelDir(), rt.cfg.Calibrate, rt.log.Named("perfmodel"))
 		if err != nil {
 			return nil, fmt.Errorf("performance models: %w", err)
 		}
-		rt.models = db
+		rt.models.db = db
 	}
 	symbol := cl.ModelName
 	if symbol == "" {
@@ -45,15 +56,15 @@ func (rt *Runtime) modelFor(cl *Codelet) (*perfmodel.Model, error) {
 	if symbol == "" {
 		return nil, fmt.Errorf("%w: a codelet with a performance model needs a Name or ModelName", ErrInvalidTask)
 	}
-	return rt.models.Model(symbol, cl.Model), nil
+	return rt.models.db.Model(symbol, cl.Model), nil
 }
 
 // setupArchKeys names each worker's entry in the performance models: "cpu"
 // for every CPU core, "<arch>_<device>" for the others; per architecture,
 // the key of its first worker stands for the architecture in predictions.
 func (rt *Runtime) setupArchKeys() {
-	for i := range rt.archKeys {
-		rt.archKeys[i] = ""
+	for i := range rt.models.archKeys {
+		rt.models.archKeys[i] = ""
 	}
 	for _, w := range rt.workers {
 		dev := w.spec.Unit
@@ -61,8 +72,8 @@ func (rt *Runtime) setupArchKeys() {
 			dev = 0
 		}
 		w.archKey = perfmodel.ArchKey(string(w.drv.fp.Arch), dev)
-		if a := driver.ArchIndex(w.drv.fp.Arch); a >= 0 && rt.archKeys[a] == "" {
-			rt.archKeys[a] = w.archKey
+		if a := driver.ArchIndex(w.drv.fp.Arch); a >= 0 && rt.models.archKeys[a] == "" {
+			rt.models.archKeys[a] = w.archKey
 		}
 	}
 }
@@ -96,7 +107,7 @@ func (e *engine) predict(j *job, p *wire.Push) {
 	rt := e.rt
 	if m := j.cl.model; m != nil {
 		j.footprint, j.dataSize = footprint(j.task)
-		for a, key := range rt.archKeys {
+		for a, key := range rt.models.archKeys {
 			if key == "" {
 				continue
 			}
@@ -152,9 +163,9 @@ func (e *engine) record(j *job, w *workerState, ns int64) {
 
 // saveModels writes the calibrated models back to the model directory.
 func (rt *Runtime) saveModels() {
-	rt.modelsMu.Lock()
-	db := rt.models
-	rt.modelsMu.Unlock()
+	rt.models.mu.Lock()
+	db := rt.models.db
+	rt.models.mu.Unlock()
 	if db == nil {
 		return
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/driver"
@@ -88,7 +90,7 @@ type ProfilingInfo struct {
 
 // SetProfiling turns the recording of submission times on or off (StarPU's
 // starpu_profiling_status_set); execution times are always recorded.
-func (rt *Runtime) SetProfiling(on bool) { rt.profiling.Store(on) }
+func (rt *Runtime) SetProfiling(on bool) { rt.clock.profiling.Store(on) }
 
 // Profiling returns t's profiling information once its current submission
 // has run.
@@ -124,7 +126,7 @@ func nsOrUnknown(ns int64) time.Duration {
 // monoTime converts a wire.Now reading (CLOCK_MONOTONIC, shared by every
 // process) to wall-clock time.
 func (rt *Runtime) monoTime(ns int64) time.Time {
-	return rt.clockBase.Add(time.Duration(ns - rt.clockBaseNs))
+	return rt.clock.base.Add(time.Duration(ns - rt.clock.baseNs))
 }
 
 // note counts one execution on worker w.
@@ -205,7 +207,7 @@ func (s CodeletStats) String() string {
 
 // CodeletStats returns cl's statistics since its first submission.
 func (rt *Runtime) CodeletStats(cl *Codelet) (CodeletStats, error) {
-	v, ok := rt.codelets.Load(cl)
+	v, ok := rt.codelets.byPtr.Load(cl)
 	if !ok {
 		return CodeletStats{}, fmt.Errorf("%w: codelet %q was never submitted", ErrInvalidTask, cl.Name)
 	}
@@ -222,9 +224,9 @@ func (rt *Runtime) CodeletStats(cl *Codelet) (CodeletStats, error) {
 // CodeletStatsReport prints the statistics of every codelet submitted so
 // far, in the order of their first submission.
 func (rt *Runtime) CodeletStatsReport() string {
-	rt.clMu.Lock()
-	cls := append([]*Codelet(nil), rt.clOrder...)
-	rt.clMu.Unlock()
+	rt.codelets.mu.Lock()
+	cls := append([]*Codelet(nil), rt.codelets.order...)
+	rt.codelets.mu.Unlock()
 	var b strings.Builder
 	for _, cl := range cls {
 		if s, err := rt.CodeletStats(cl); err == nil && s.Tasks() > 0 {
@@ -234,40 +236,65 @@ func (rt *Runtime) CodeletStatsReport() string {
 	return b.String()
 }
 
+// iterTable is the stack of IterationPush numbers; mu guards stack and
+// depth mirrors its length, so Submit checks for "no iteration" without
+// the lock.
+type iterTable struct {
+	mu    sync.Mutex
+	stack []uint64
+	depth atomic.Int32
+}
+
+// orderTable is Task.WorkerOrder's state; mu guards byWorker (worker ->
+// its order, made on first use) and every workerOrder in it.
+type orderTable struct {
+	mu       sync.Mutex
+	byWorker map[int]*workerOrder
+}
+
+// profilingClock says whether tasks are profiled and how the wire clock
+// maps to wall time: base is the wall time at baseNs on wire.Now's clock,
+// both set at Init and read-only after.
+type profilingClock struct {
+	profiling atomic.Bool
+	base      time.Time
+	baseNs    int64
+}
+
 // IterationPush sets the iteration number of the tasks submitted from now
 // on, until the matching IterationPop; pushes nest (a loop nest). The
 // innermost two levels show in traces (StarPU's starpu_iteration_push).
 func (rt *Runtime) IterationPush(it uint64) {
-	rt.iterMu.Lock()
-	rt.iters = append(rt.iters, it)
-	rt.iterDepth.Store(int32(len(rt.iters)))
-	rt.iterMu.Unlock()
+	rt.iters.mu.Lock()
+	rt.iters.stack = append(rt.iters.stack, it)
+	rt.iters.depth.Store(int32(len(rt.iters.stack)))
+	rt.iters.mu.Unlock()
 }
 
 // IterationPop ends the innermost IterationPush.
 func (rt *Runtime) IterationPop() error {
-	rt.iterMu.Lock()
-	defer rt.iterMu.Unlock()
-	if len(rt.iters) == 0 {
+	rt.iters.mu.Lock()
+	defer rt.iters.mu.Unlock()
+	if len(rt.iters.stack) == 0 {
 		return fmt.Errorf("%w: IterationPop without IterationPush", ErrInvalidTask)
 	}
-	rt.iters = rt.iters[:len(rt.iters)-1]
-	rt.iterDepth.Store(int32(len(rt.iters)))
+	rt.iters.stack = rt.iters.stack[:len(rt.iters.stack)-1]
+	rt.iters.depth.Store(int32(len(rt.iters.stack)))
 	return nil
 }
 
 // noteIteration records the current iterations in j.
 func (rt *Runtime) noteIteration(j *job) {
-	rt.iterMu.Lock()
-	n := len(rt.iters)
+	rt.iters.mu.Lock()
+	n := len(rt.iters.stack)
 	j.mu.Lock()
 	x := j.x()
 	for k := 0; k < 2 && k < n; k++ {
-		x.iter[k] = int64(rt.iters[n-1-k])
+		x.iter[k] = int64(rt.iters.stack[n-1-k])
 		x.niter++
 	}
 	j.mu.Unlock()
-	rt.iterMu.Unlock()
+	rt.iters.mu.Unlock()
 }
 
 // workerOrder tracks Task.WorkerOrder on one worker: next is the order
@@ -278,20 +305,20 @@ type workerOrder struct {
 }
 
 func (rt *Runtime) workerOrder(w int) *workerOrder {
-	if rt.orders == nil {
-		rt.orders = map[int]*workerOrder{}
+	if rt.orders.byWorker == nil {
+		rt.orders.byWorker = map[int]*workerOrder{}
 	}
-	o := rt.orders[w]
+	o := rt.orders.byWorker[w]
 	if o == nil {
 		o = &workerOrder{next: 1, parked: map[uint]*job{}}
-		rt.orders[w] = o
+		rt.orders.byWorker[w] = o
 	}
 	return o
 }
 
 func (rt *Runtime) checkOrder(t *Task, name string) error {
-	rt.orderMu.Lock()
-	defer rt.orderMu.Unlock()
+	rt.orders.mu.Lock()
+	defer rt.orders.mu.Unlock()
 	o := rt.workerOrder(t.Worker)
 	if t.WorkerOrder < o.next {
 		return fmt.Errorf("%w: task %q: order %d on worker %d has passed (next is %d)", ErrInvalidTask, name, t.WorkerOrder, t.Worker, o.next)
@@ -306,17 +333,17 @@ func (rt *Runtime) checkOrder(t *Task, name string) error {
 // it otherwise.
 func (rt *Runtime) orderTurn(j *job) bool {
 	t := j.task
-	rt.orderMu.Lock()
+	rt.orders.mu.Lock()
 	o := rt.workerOrder(t.Worker)
 	if t.WorkerOrder == o.next {
-		rt.orderMu.Unlock()
+		rt.orders.mu.Unlock()
 		return true
 	}
 	_, dup := o.parked[t.WorkerOrder]
 	if !dup {
 		o.parked[t.WorkerOrder] = j
 	}
-	rt.orderMu.Unlock()
+	rt.orders.mu.Unlock()
 	if dup {
 		rt.complete(j, -1, fmt.Errorf("%w: task %q: another task has order %d on worker %d", ErrInvalidTask, j.name(), t.WorkerOrder, t.Worker))
 	}
@@ -325,12 +352,12 @@ func (rt *Runtime) orderTurn(j *job) bool {
 
 // orderDone lets the next task in j's worker order go.
 func (rt *Runtime) orderDone(j *job) {
-	rt.orderMu.Lock()
+	rt.orders.mu.Lock()
 	o := rt.workerOrder(j.task.Worker)
 	o.next++
 	p := o.parked[o.next]
 	delete(o.parked, o.next)
-	rt.orderMu.Unlock()
+	rt.orders.mu.Unlock()
 	if p != nil {
 		rt.pushReady(p, -1)
 	}

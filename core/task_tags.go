@@ -18,6 +18,13 @@ import (
 // semantics).
 
 // tagState is one tag.
+// tagTable holds the tags declared or used so far; mu guards byID (each
+// tagState has its own mu, taken after this one).
+type tagTable struct {
+	mu   sync.Mutex
+	byID map[TagID]*tagState
+}
+
 type tagState struct {
 	id TagID
 	mu sync.Mutex
@@ -53,20 +60,20 @@ type tagGroup struct {
 }
 
 func (rt *Runtime) tag(id TagID) *tagState {
-	rt.tagMu.Lock()
-	defer rt.tagMu.Unlock()
-	ts, ok := rt.tags[id]
+	rt.tags.mu.Lock()
+	defer rt.tags.mu.Unlock()
+	ts, ok := rt.tags.byID[id]
 	if !ok {
 		ts = &tagState{id: id}
-		rt.tags[id] = ts
+		rt.tags.byID[id] = ts
 	}
 	return ts
 }
 
 func (rt *Runtime) lookupTag(id TagID) *tagState {
-	rt.tagMu.Lock()
-	defer rt.tagMu.Unlock()
-	return rt.tags[id]
+	rt.tags.mu.Lock()
+	defer rt.tags.mu.Unlock()
+	return rt.tags.byID[id]
 }
 
 // DeclareTagDeps makes tag id depend on the given tags: the task bound to
@@ -295,9 +302,9 @@ func (rt *Runtime) TagNotifyRestartable(id TagID) {
 // on it keep the notifications they counted, and a later use of id starts
 // a new tag.
 func (rt *Runtime) TagRemove(id TagID) error {
-	rt.tagMu.Lock()
-	defer rt.tagMu.Unlock()
-	ts, ok := rt.tags[id]
+	rt.tags.mu.Lock()
+	defer rt.tags.mu.Unlock()
+	ts, ok := rt.tags.byID[id]
 	if !ok {
 		return fmt.Errorf("%w: tag %d does not exist", ErrInvalidTask, id)
 	}
@@ -307,7 +314,7 @@ func (rt *Runtime) TagRemove(id TagID) error {
 	if busy != nil {
 		return fmt.Errorf("%w: tag %d is bound to task %q, which has not completed", ErrInvalidTask, id, busy.name())
 	}
-	delete(rt.tags, id)
+	delete(rt.tags.byID, id)
 	return nil
 }
 
