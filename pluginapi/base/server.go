@@ -100,10 +100,3 @@ func (s *BasePluginServer) SetConfig(ctx context.Context, req *proto.SetConfigRe
 	}
 	return &proto.SetConfigResponse{}, nil
 }
-
-// SpanToProto converts a Span for the wire.
-func SpanToProto(s Span) *proto.Span { return &proto.Span{Offset: s.Offset, Size: s.Size} }
-
-// SpanFromProto converts a Span from the wire; a missing span is the zero
-// Span.
-func SpanFromProto(s *proto.Span) Span { return Span{Offset: s.GetOffset(), Size: s.GetSize()} }

@@ -8,9 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
-	bproto "github.com/starpu-go/starpu/pluginapi/base/proto"
 	"github.com/starpu-go/starpu/pluginapi/iface/proto"
-	"github.com/starpu-go/starpu/pluginapi/kernel"
 )
 
 // Client implements Interface over a gRPC connection to a data interface
@@ -185,68 +183,11 @@ func partitionReply(resp *proto.PartitionResponse, parts []base.Span, nparts int
 	return out, nil
 }
 
-// childrenFromProto converts a Partition reply, unchecked.
-func childrenFromProto(resp *proto.PartitionResponse) []Child {
-	var out []Child
-	for _, ch := range resp.GetChildren() {
-		child := Child{Meta: ch.GetMeta(), Desc: descriptionFromProto(ch.GetDescription())}
-		for _, r := range ch.GetRanges() {
-			child.Ranges = append(child.Ranges, PartRange{
-				Part: int(r.GetPart()), Offset: r.GetOffset(),
-				ChildPart: int(r.GetChildPart()), ChildOffset: r.GetChildOffset(), Len: r.GetLen(),
-			})
-		}
-		out = append(out, child)
-	}
-	return out
-}
-
 // spanSizes is the sizes of spans.
 func spanSizes(spans []base.Span) []uint64 {
 	out := make([]uint64, len(spans))
 	for i, s := range spans {
 		out[i] = s.Size
-	}
-	return out
-}
-
-func descriptionToProto(d *Description) *proto.Description {
-	l := d.Layout
-	return &proto.Description{
-		Name: d.Name, Buffers: d.Buffers, Size: d.Size, Footprint: d.Footprint, AllocFootprint: d.AllocFootprint,
-		Layout: &proto.Layout{Interface: uint32(l.Interface), ElemSize: l.ElemSize, Nx: l.NX, Ny: l.NY, Nz: l.NZ, Ld: l.LD, Ldz: l.LDZ},
-	}
-}
-
-func descriptionFromProto(d *proto.Description) Description {
-	l := d.GetLayout()
-	return Description{
-		Name: d.GetName(), Buffers: d.GetBuffers(), Size: d.GetSize(), Footprint: d.GetFootprint(), AllocFootprint: d.GetAllocFootprint(),
-		Layout: kernel.Layout{
-			Interface: kernel.InterfaceID(l.GetInterface()), ElemSize: l.GetElemSize(),
-			NX: l.GetNx(), NY: l.GetNy(), NZ: l.GetNz(), LD: l.GetLd(), LDZ: l.GetLdz(),
-		},
-	}
-}
-
-func spansToProto(spans []base.Span) []*bproto.Span {
-	if spans == nil {
-		return nil
-	}
-	out := make([]*bproto.Span, len(spans))
-	for i, s := range spans {
-		out[i] = base.SpanToProto(s)
-	}
-	return out
-}
-
-func spansFromProto(spans []*bproto.Span) []base.Span {
-	if spans == nil {
-		return nil
-	}
-	out := make([]base.Span, len(spans))
-	for i, s := range spans {
-		out[i] = base.SpanFromProto(s)
 	}
 	return out
 }
