@@ -157,3 +157,35 @@ func TestPartitionShutdown(t *testing.T) {
 		})
 	}
 }
+
+// A built-in filter that does not fit the handle is refused with
+// ErrInvalidData, by Partition and by partition plans, and the handle
+// stays usable.
+func TestPartitionRefused(t *testing.T) {
+	rt := startWorkers(t, 1, nil)
+	v := make([]float32, 10)
+	h, err := core.RegisterVector(rt, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		f    core.Filter
+	}{
+		{"too many parts", core.VectorBlocks(11, 0)},
+		{"zero parts", core.VectorBlocks(0, 0)},
+		{"shadow too wide", core.VectorBlocks(2, 5)},
+		{"wrong interface", core.MatrixTiles(2, 2)},
+		{"list too long", core.VectorList(6, 6)},
+	} {
+		if _, err := h.Partition(tc.f); !errors.Is(err, core.ErrInvalidData) {
+			t.Errorf("%s: Partition: %v, want ErrInvalidData", tc.name, err)
+		}
+		if _, err := h.Plan(tc.f); !errors.Is(err, core.ErrInvalidData) {
+			t.Errorf("%s: Plan: %v, want ErrInvalidData", tc.name, err)
+		}
+	}
+	if _, err := h.Partition(core.VectorBlocks(2, 0)); err != nil {
+		t.Fatalf("a fitting filter after refused ones: %v", err)
+	}
+}

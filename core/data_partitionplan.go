@@ -108,7 +108,7 @@ func (h *Handle) Plan(f Filter) (*Plan, error) {
 	if f.plugin {
 		return nil, fmt.Errorf("%w: plan %s: filter %s is a data interface plugin's; plugin filters need Partition", ErrInvalidData, h, f.name)
 	}
-	if f.split == nil {
+	if f.cut == nil {
 		return nil, fmt.Errorf("%w: plan %s: no filter", ErrInvalidData, h)
 	}
 	if h.unregistered.Load() {
@@ -130,8 +130,8 @@ func (h *Handle) Plan(f Filter) (*Plan, error) {
 	p := &Plan{parent: h, filter: f}
 	p.children = make([]*Handle, len(views))
 	for i, v := range views {
-		c := h.rt.newHandle(v.layout, v.layout.Len())
-		c.span = base.Span{Offset: h.span.Offset + v.offset, Size: v.layout.Len()}
+		c := h.rt.newHandle(v.Layout, v.Layout.Len())
+		c.span = base.Span{Offset: h.span.Offset + v.Offset, Size: v.Layout.Len()}
 		c.parent, c.home, c.ofPlan = h, nil, p
 		c.restrict.Store(restrictAll)
 		p.children[i] = c
