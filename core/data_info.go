@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/starpu-go/starpu/core/internal/trace"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
@@ -83,22 +84,15 @@ func (h *Handle) Coordinates() []int {
 	return nil
 }
 
-// traceBuffer is a labelled handle in a task's trace event.
-type traceBuffer struct {
-	index  int
-	handle string
-	label  *dataLabel
-}
-
 // traceBuffers lists j's handles that have a name or coordinates.
-func traceBuffers(j *job) []traceBuffer {
+func traceBuffers(j *job) []trace.Buffer {
 	if j.task == nil {
 		return nil
 	}
-	var out []traceBuffer
+	var out []trace.Buffer
 	for i, h := range j.task.Handles {
 		if l := h.x.label.Load(); l != nil {
-			out = append(out, traceBuffer{index: i, handle: h.String(), label: l})
+			out = append(out, trace.Buffer{Index: i, Handle: h.String(), Name: l.name, Coords: l.coords})
 		}
 	}
 	return out

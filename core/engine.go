@@ -805,7 +805,7 @@ func (e *engine) drainCompletions() {
 			}
 			j.start, j.end = c.StartNs, c.EndNs
 			if e.rt.trace != nil {
-				e.rt.trace.add(w.id, j, c.StartNs, c.EndNs, err != nil)
+				e.rt.traceTask(w.id, j, c.StartNs, c.EndNs, err != nil)
 			}
 			wt := e.dropData(j, err == nil)
 			if err == nil {

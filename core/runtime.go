@@ -15,6 +15,7 @@ import (
 
 	"github.com/starpu-go/starpu/core/config"
 	"github.com/starpu-go/starpu/core/internal/loader"
+	"github.com/starpu-go/starpu/core/internal/trace"
 	"github.com/starpu-go/starpu/core/perfmodel"
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
@@ -114,7 +115,7 @@ type Runtime struct {
 
 	broken   atomic.Pointer[error]
 	shutdown atomic.Bool
-	trace    *tracer
+	trace    *trace.Recorder // nil unless Options.Trace (task_trace.go)
 	// fails are the jobs failed where they were pushed (failLater); nlost
 	// counts the handles whose data a failed task lost (data_lost.go).
 	fails failQueue
@@ -192,7 +193,7 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	rt.clock.profiling.Store(opt.Profiling)
 	rt.clock.base, rt.clock.baseNs = time.Now(), wire.Now()
 	if opt.Trace {
-		rt.trace = &tracer{}
+		rt.trace = &trace.Recorder{}
 	}
 	defer func() {
 		if err != nil {
