@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -14,12 +13,15 @@ import (
 // through the drivers' own copy path, and saves the result as the bus model
 // the schedulers use (like StarPU's bus calibration).
 func bandwidth(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("bench bandwidth", flag.ContinueOnError)
+	c := newCmd("bench bandwidth", "[flags]", "Measure the bandwidth and latency of copies between RAM and every device memory\nnode, through the drivers, and save them as the bus model the schedulers use.")
 	var rf runtimeFlags
-	rf.register(fs)
+	rf.registerSome(c.FlagSet, 0)
+	c.refuse("it runs no task (it copies through the drivers directly)", "sched", "trace")
+	c.refuse("it measures copies between RAM and the devices, in which no CPU worker takes part", "ncpu")
+	fs := c.FlagSet
 	size := fs.Int("size", 64<<20, "bytes per large transfer")
 	reps := fs.Int("reps", 10, "large transfers per direction (the best counts)")
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(args, out); err != nil {
 		return err
 	}
 	const cmd = "bench bandwidth"

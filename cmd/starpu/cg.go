@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -21,23 +20,27 @@ import (
 // axpy updates and p = r + beta p (scal then axpy). b = A*1, so the answer
 // is known; the residual is checked with a plain Go product at the end.
 func cgRun(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("run cg", flag.ContinueOnError)
+	c := newCmd("run cg", "[flags]", "Solve A x = b by the conjugate gradient method on the workers, A a sparse\nsymmetric positive definite matrix (a 2-D Laplacian, or read with --mtx).")
 	var rf runtimeFlags
-	rf.register(fs)
+	rf.register(c.FlagSet)
+	fs := c.FlagSet
 	nnz := fs.Int("nnz", 250_000, "about how many nonzeros the 2-D Laplacian has")
-	mtx := fs.String("mtx", "", "read a symmetric positive definite matrix from this Matrix Market file instead")
+	mtx := fs.String("mtx", "", "read a symmetric positive definite matrix from the Matrix Market `FILE` instead")
 	nblocks := fs.Int("nblocks", 8, "row blocks")
 	maxIter := fs.Int("maxiter", 1000, "iteration limit")
 	tol := fs.Float64("tol", 1e-8, "stop when ||r|| <= tol*||b||")
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(args, out); err != nil {
 		return err
+	}
+	if *mtx != "" && c.given("nnz") {
+		return usagef("run cg: --nnz means nothing with --mtx: the file gives the matrix")
 	}
 	const cmd = "cg"
 	if err := checkFlags(checkFlag(cmd, "nblocks", *nblocks, 1, maxCGBlocks), checkFlag(cmd, "maxiter", *maxIter, 1, maxIters)); err != nil {
 		return err
 	}
 	if !(*tol > 0 && *tol < 1) {
-		return fmt.Errorf("cg: --tol %g is out of range (want 0 < tol < 1)", *tol)
+		return usagef("cg: --tol %g is out of range (want 0 < tol < 1)", *tol)
 	}
 	m, err := sparseInput("laplacian", *nnz, *mtx)
 	if err != nil {

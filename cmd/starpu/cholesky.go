@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -17,27 +16,31 @@ import (
 // StarPU's cholesky_implicit: the tasks are submitted in sequential order and
 // the runtime finds the parallelism from their data accesses.
 func cholesky(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("run cholesky", flag.ContinueOnError)
+	c := newCmd("run cholesky", "[flags]", "Factorise a symmetric positive definite matrix in tiles (StarPU's\ncholesky_implicit) and check the factor by its residual.")
 	var rf runtimeFlags
-	rf.register(fs)
+	rf.register(c.FlagSet)
+	fs := c.FlagSet
 	precision := fs.String("precision", "single", "single or double")
 	size := fs.Int("size", 4096, "matrix order")
 	nblocks := fs.Int("nblocks", 16, "tiles per dimension")
 	check := fs.Bool("check", true, "verify the factor with a residual check")
 	retryable := fs.Bool("retryable", false, "mark the codelets Retryable: the runtime snapshots each task's read-write tile, so that a task whose driver plugin dies is run again on the restarted driver")
 	layout := fs.String("layout", "partition", "partition: one matrix cut into tiles by a filter (StarPU's cholesky_implicit); async: the same through a partition plan submitted with the tasks, gathered back asynchronously; contiguous: each tile allocated apart (cholesky_tile_tag)")
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(args, out); err != nil {
 		return err
 	}
 	if *layout != "partition" && *layout != "async" && *layout != "contiguous" {
-		return fmt.Errorf("cholesky: --layout %q: want partition, async or contiguous", *layout)
+		return usagef("cholesky: --layout %q: want partition, async or contiguous", *layout)
+	}
+	if *precision != "single" && *precision != "double" {
+		return usagef("cholesky: --precision %q: want single or double", *precision)
 	}
 	const cmd = "cholesky"
 	if err := checkFlags(checkFlag(cmd, "size", *size, 1, maxMatrixOrder), checkFlag(cmd, "nblocks", *nblocks, 1, maxTiles)); err != nil {
 		return err
 	}
 	if *size%*nblocks != 0 {
-		return fmt.Errorf("cholesky: size (%d) must be a positive multiple of nblocks (%d)", *size, *nblocks)
+		return usagef("cholesky: size (%d) must be a positive multiple of nblocks (%d)", *size, *nblocks)
 	}
 	rt, err := rf.start(ctx)
 	if err != nil {

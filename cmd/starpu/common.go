@@ -47,11 +47,11 @@ const (
 	maxTransfer = 1 << 30
 )
 
-// checkFlag reports v outside [lo, hi] as an error of command cmd that
-// names the flag.
+// checkFlag reports v outside [lo, hi] as a usage error of command cmd
+// that names the flag.
 func checkFlag(cmd, name string, v, lo, hi int) error {
 	if v < lo || v > hi {
-		return fmt.Errorf("%s: --%s %d is out of range (%d to %d)", cmd, name, v, lo, hi)
+		return usagef("%s: --%s %d is out of range (%d to %d)", cmd, name, v, lo, hi)
 	}
 	return nil
 }
@@ -66,26 +66,59 @@ func checkFlags(checks ...error) error {
 	return nil
 }
 
-// runtimeFlags are the flags every command that starts a runtime takes;
-// they override the config file and the environment.
+// runtimeFlags are the flags of the commands that start a runtime; they
+// override the config file and the environment.
 type runtimeFlags struct {
+	cmd       string // the command, for the errors
 	config    string
 	pluginDir string
 	sched     string
-	ncpu      int
+	ncpu      optionalInt
 	trace     string
 }
 
-func (f *runtimeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.config, "config", "", "config file (default $STARPU_CONFIG)")
-	fs.StringVar(&f.pluginDir, "plugin-dir", "", "plugin directory (default $STARPU_PLUGIN_DIR, or plugins/ beside this binary)")
-	fs.StringVar(&f.sched, "sched", "", "scheduling policy (default $STARPU_SCHED, or ws)")
-	fs.IntVar(&f.ncpu, "ncpu", -2, "CPU workers (default $STARPU_NCPU, or one per core)")
-	fs.StringVar(&f.trace, "trace", "", "write a Chrome trace-event JSON of the worker timelines to this file")
+// rtFlags says which of the runtime flags beyond --config and --plugin-dir
+// a command takes: only those that change what it does or reports.
+type rtFlags uint8
+
+const (
+	// withSched: the command runs tasks, which the policy places.
+	withSched rtFlags = 1 << iota
+	// withNCPU: the command runs tasks, or reports the workers.
+	withNCPU
+	// withTrace: the command runs tasks, whose timelines the trace shows.
+	withTrace
+	// allRuntimeFlags: the command runs tasks on the runtime it starts.
+	allRuntimeFlags = withSched | withNCPU | withTrace
+)
+
+// register adds every runtime flag to fs, for a command that runs tasks on
+// the runtime it starts.
+func (f *runtimeFlags) register(fs *flag.FlagSet) { f.registerSome(fs, allRuntimeFlags) }
+
+// registerSome adds --config, --plugin-dir and those of the other runtime
+// flags that which names, so that a command refuses a flag that would
+// change nothing in what it does.
+func (f *runtimeFlags) registerSome(fs *flag.FlagSet, which rtFlags) {
+	f.cmd = fs.Name()
+	fs.StringVar(&f.config, "config", "", "read the configuration from `FILE` (default $STARPU_CONFIG; none if it is unset)")
+	fs.StringVar(&f.pluginDir, "plugin-dir", "", "load the plugins from `DIR` (default $STARPU_PLUGIN_DIR, else the config file's plugin_dir, else plugins/ beside this binary)")
+	if which&withSched != 0 {
+		fs.StringVar(&f.sched, "sched", "", "scheduling `POLICY` (default $STARPU_SCHED, else the config file's sched, else ws: work stealing)")
+	}
+	if which&withNCPU != 0 {
+		fs.Var(&f.ncpu, "ncpu", "`N` CPU workers, 0 for none, -1 for one per core (default $STARPU_NCPU, else the config file's ncpu, else one per core)")
+	}
+	if which&withTrace != 0 {
+		fs.StringVar(&f.trace, "trace", "", "write a Chrome trace-event JSON of the worker timelines to `FILE`")
+	}
 }
 
 // start loads the configuration, applies the flags and starts a runtime.
 func (f *runtimeFlags) start(ctx context.Context) (*core.Runtime, error) {
+	if f.ncpu.set && f.ncpu.v < config.DefaultNCPU {
+		return nil, usagef("%s: --ncpu %d is out of range (want a number of CPU workers, or -1 for one per core)", f.cmd, f.ncpu.v)
+	}
 	cfg, err := config.Load(os.Getenv, f.config)
 	if err != nil {
 		return nil, err
@@ -96,8 +129,8 @@ func (f *runtimeFlags) start(ctx context.Context) (*core.Runtime, error) {
 	if f.sched != "" {
 		cfg.Sched = f.sched
 	}
-	if f.ncpu != -2 {
-		cfg.NCPU = f.ncpu
+	if f.ncpu.set {
+		cfg.NCPU = f.ncpu.v
 	}
 	return core.Init(ctx, core.Options{Config: cfg, Trace: f.trace != ""})
 }

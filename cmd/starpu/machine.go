@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -11,10 +10,11 @@ import (
 // machine prints what starpu_machine_display prints: the plugins found, the
 // workers and the memory nodes.
 func machine(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("machine", flag.ContinueOnError)
+	c := newCmd("machine", "[flags]", "Show the plugins found, the workers, the memory nodes and the scheduling\ncontexts of the runtime the flags, the config file and the environment describe.")
 	var rf runtimeFlags
-	rf.register(fs)
-	if err := fs.Parse(args); err != nil {
+	rf.registerSome(c.FlagSet, withSched|withNCPU)
+	c.refuse("it runs no task, so the trace would be empty", "trace")
+	if err := c.parse(args, out); err != nil {
 		return err
 	}
 	rt, err := rf.start(ctx)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 const usage = `usage: starpu <command> [flags]
 
 commands:
+  version                  the tool's version, its Go release and the plugin API version it speaks
   machine                  plugins found, workers and memory nodes
   run vector-scal          scale a vector on the workers and verify it
   run cholesky             tiled Cholesky factorisation, verified by a residual check
@@ -35,7 +37,7 @@ commands:
   perfmodel show NAME      a model's history per architecture and its regression
   perfmodel plot NAME      an SVG of duration against size (-o FILE.svg)
 
-Run "starpu <command> -h" for the flags of a command.
+Run "starpu <command> -h" (or "starpu help <command>") for the flags of a command.
 `
 
 // interruptGrace is how long the tool waits, after Ctrl-C or SIGTERM, for
@@ -43,6 +45,9 @@ Run "starpu <command> -h" for the flags of a command.
 // (the plugin processes die with it: they get SIGKILL when the core exits).
 const interruptGrace = 5 * time.Second
 
+// main runs the tool with its exit status: 0, 1 when the command failed, 2
+// for a usage error; a Ctrl-C or SIGTERM cancels the command's context, and
+// ends the tool if the command does not stop in time.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -54,28 +59,38 @@ func main() {
 		fmt.Fprintf(os.Stderr, "starpu: interrupted, and the runtime did not stop within %s; exiting\n", interruptGrace)
 		os.Exit(130)
 	}()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "starpu:", err)
-		os.Exit(1)
+	if code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr); code != 0 {
+		os.Exit(code)
 	}
 }
 
+// run runs the command args asks for, writing its output, or the help it
+// was asked for, to out. A usage error (usageError) tells main to exit 2.
 func run(ctx context.Context, args []string, out io.Writer) error {
+	err := dispatch(ctx, args, out)
+	if errors.Is(err, flag.ErrHelp) {
+		// The help was asked for and printed: a success.
+		return nil
+	}
+	return err
+}
+
+// dispatch finds the command args names and runs it.
+func dispatch(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, usage)
-		return flag.ErrHelp
+		return usagef("no command given\n%s", usage)
 	}
 	switch args[0] {
 	case "machine":
 		return machine(ctx, args[1:], out)
 	case "run":
 		if len(args) < 2 {
-			return fmt.Errorf("run: which workload? (vector-scal, cholesky, spmv, cg)")
+			return usagef("run: which workload? (vector-scal, cholesky, spmv, cg)")
 		}
 		switch args[1] {
+		case "-h", "-help", "--help":
+			fmt.Fprint(out, usage)
+			return nil
 		case "vector-scal":
 			return vectorScal(ctx, args[2:], out)
 		case "cholesky":
@@ -85,12 +100,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		case "cg":
 			return cgRun(ctx, args[2:], out)
 		}
-		return fmt.Errorf("run: unknown workload %q (vector-scal, cholesky, spmv, cg)", args[1])
+		return usagef("run: unknown workload %q (vector-scal, cholesky, spmv, cg)", args[1])
 	case "bench":
 		if len(args) < 2 {
-			return fmt.Errorf("bench: which benchmark? (overhead, bandwidth, sgemm, soak)")
+			return usagef("bench: which benchmark? (overhead, bandwidth, sgemm, soak)")
 		}
 		switch args[1] {
+		case "-h", "-help", "--help":
+			fmt.Fprint(out, usage)
+			return nil
 		case "overhead":
 			return overhead(ctx, args[2:], out)
 		case "bandwidth":
@@ -100,14 +118,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		case "soak":
 			return soak(ctx, args[2:], out)
 		}
-		return fmt.Errorf("bench: unknown benchmark %q (overhead, bandwidth, sgemm, soak)", args[1])
+		return usagef("bench: unknown benchmark %q (overhead, bandwidth, sgemm, soak)", args[1])
 	case "perfmodel":
 		return perfmodelCmd(args[1:], out)
-	case "help", "-h", "--help":
+	case "version", "-version", "--version":
+		return versionCmd(args[1:], out)
+	case "help", "-h", "-help", "--help":
+		if args[0] == "help" && len(args) > 1 {
+			// "help run cholesky" is "run cholesky -h".
+			return dispatch(ctx, slices.Concat(args[1:], []string{"-h"}), out)
+		}
 		fmt.Fprint(out, usage)
 		return nil
 	}
-	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+	if strings.HasPrefix(args[0], "-") {
+		return usagef("unknown flag %s: a command comes first, its flags after it\n%s", args[0], usage)
+	}
+	return usagef("unknown command %q\n%s", args[0], usage)
 }
 
 // kv prints the machine-readable last line: "starpu <what> key=value ...".

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -19,13 +18,14 @@ import (
 //     dependencies chain them;
 //   - --independent: N independent tasks.
 func overhead(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("bench overhead", flag.ContinueOnError)
+	c := newCmd("bench overhead", "[flags]", "Time empty tasks from the first submit to the end of wait-for-all: a chain by\ntags (--buffers 0), a chain through RW buffers, or independent tasks.")
 	var rf runtimeFlags
-	rf.register(fs)
+	rf.register(c.FlagSet)
+	fs := c.FlagSet
 	ntasks := fs.Int("tasks", 100000, "number of tasks")
-	nbuffers := fs.Int("buffers", 0, "vector handles every task accesses in RW (0: chain by tags)")
+	nbuffers := fs.Int("buffers", 0, "vector handles every task accesses in RW; 0, the default, chains the tasks by tags instead")
 	independent := fs.Bool("independent", false, "independent tasks instead of a chain (async_tasks_overhead)")
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(args, out); err != nil {
 		return err
 	}
 	const cmd = "bench overhead"
@@ -33,7 +33,7 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if *independent && *nbuffers > 0 {
-		return fmt.Errorf("bench overhead: --independent tasks take no buffers")
+		return usagef("bench overhead: --independent tasks take no buffers")
 	}
 	rt, err := rf.start(ctx)
 	if err != nil {

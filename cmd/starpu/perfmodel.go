@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"html"
@@ -19,44 +18,59 @@ import (
 // starpu_perfmodel_plot: list, show and plot the models stored for this host.
 func perfmodelCmd(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("perfmodel: which subcommand? (list, show NAME, plot NAME)")
+		return usagef("perfmodel: which subcommand? (list, show NAME, plot NAME)")
 	}
-	fs := flag.NewFlagSet("perfmodel "+args[0], flag.ContinueOnError)
-	dir := fs.String("dir", perfmodel.DefaultDir(os.Getenv), "model directory ($STARPU_PERF_MODEL_DIR, else $STARPU_HOME/.starpu/sampling, else $HOME/.starpu/sampling)")
+	var c *cmdFlags
+	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprint(out, usage)
+		return nil
+	case "list":
+		c = newCmd("perfmodel list", "[flags]", "List the performance models stored for this host.")
+	case "show":
+		c = newCmd("perfmodel show", "[flags] NAME", "Show a model's history per architecture (footprint, size, mean, deviation,\nsamples) and its regression.")
+	case "plot":
+		c = newCmd("perfmodel plot", "[flags] NAME", "Write an SVG of a model's duration against size, per architecture.")
+	default:
+		return usagef("perfmodel: unknown subcommand %q (list, show, plot)", args[0])
+	}
+	c.refuse("it reads the stored models, without starting the runtime", "config", "plugin-dir", "sched", "ncpu", "trace")
+	dir := c.String("dir", perfmodel.DefaultDir(os.Getenv), "read the models from `DIR`: by default $STARPU_PERF_MODEL_DIR, else $STARPU_HOME/.starpu/sampling, else $HOME/.starpu/sampling")
 	switch args[0] {
 	case "list":
-		pos, err := parseInterspersed(fs, args[1:])
+		c.refuse("only perfmodel plot writes a file", "o")
+		pos, err := c.parseInterspersed(args[1:], out)
 		if err != nil {
 			return err
 		}
 		if len(pos) != 0 {
-			return fmt.Errorf("perfmodel list: takes no argument, got %q", pos)
+			return usagef("perfmodel list: takes no argument, got %q", pos)
 		}
 		return perfmodelList(*dir, out)
 	case "show":
-		pos, err := parseInterspersed(fs, args[1:])
+		c.refuse("only perfmodel plot writes a file", "o")
+		pos, err := c.parseInterspersed(args[1:], out)
 		if err != nil {
 			return err
 		}
 		if len(pos) != 1 {
-			return errors.New("perfmodel show: want one model name (see starpu perfmodel list)")
+			return usagef("perfmodel show: want one model name (see starpu perfmodel list)")
 		}
 		return perfmodelShow(*dir, pos[0], out)
-	case "plot":
-		file := fs.String("o", "", "SVG file to write (default NAME.svg in the current directory)")
-		pos, err := parseInterspersed(fs, args[1:])
+	default: // plot
+		file := c.String("o", "", "SVG `FILE` to write (default NAME.svg in the current directory)")
+		pos, err := c.parseInterspersed(args[1:], out)
 		if err != nil {
 			return err
 		}
 		if len(pos) != 1 {
-			return errors.New("perfmodel plot: want one model name (see starpu perfmodel list)")
+			return usagef("perfmodel plot: want one model name (see starpu perfmodel list)")
 		}
 		if *file == "" {
 			*file = pos[0] + ".svg"
 		}
 		return perfmodelPlot(*dir, pos[0], *file, out)
 	}
-	return fmt.Errorf("perfmodel: unknown subcommand %q (list, show, plot)", args[0])
 }
 
 // parseInterspersed parses flags placed before or after the positional

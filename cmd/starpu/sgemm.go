@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,11 +15,13 @@ import (
 // are reported against (a tiled factorisation cannot beat the library's
 // largest gemm on the same cores).
 func sgemmBench(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("bench sgemm", flag.ContinueOnError)
+	cf := newCmd("bench sgemm", "[flags]", "Time OpenBLAS's own sgemm on the whole machine, outside the runtime: the\nreference the Cholesky figures are reported against.")
+	cf.refuse("it calls OpenBLAS directly, without starting the runtime", "config", "plugin-dir", "sched", "ncpu", "trace")
+	fs := cf.FlagSet
 	size := fs.Int("size", 4096, "matrix order n of the n x n x n product")
 	threads := fs.Int("threads", 2, "OpenBLAS threads")
 	reps := fs.Int("reps", 3, "products to time (the best counts)")
-	if err := fs.Parse(args); err != nil {
+	if err := cf.parse(args, out); err != nil {
 		return err
 	}
 	const cmd = "bench sgemm"

@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -32,9 +32,10 @@ const soakFlatPct = 5.0
 // (at once or through a plan), a task whose kernel fails and one no worker
 // can run, and verifies every result.
 func soak(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("bench soak", flag.ContinueOnError)
+	c := newCmd("bench soak", "[flags]", "Run a long mixed workload while the memory of the process and of its plugins,\nthe Go heap and the goroutines are sampled, and tell whether they stay flat.")
 	var rf runtimeFlags
-	rf.register(fs)
+	rf.register(c.FlagSet)
+	fs := c.FlagSet
 	duration := fs.Duration("duration", 60*time.Second, "how long to run the workload")
 	every := fs.Duration("sample", time.Second, "sampling interval")
 	size := fs.Int("size", 1<<16, "mean length of the chains' vectors (float32 elements)")
@@ -43,9 +44,10 @@ func soak(ctx context.Context, args []string, out io.Writer) error {
 	order := fs.Int("matrix", 256, "largest order of the partitioned matrix")
 	tiles := fs.Int("tiles", 4, "tiles per dimension of the partitioned matrix")
 	gc := fs.Bool("gc", true, "collect garbage before each sample, so that the heap is the live heap")
-	maxGrowth := fs.Float64("max-growth-pct", -1, "fail when a metric grows more than this, in percent (negative: never fail)")
-	memprofile := fs.String("memprofile", "", "write heap profiles to FILE.base (at the end of warm-up) and FILE (at the end), for go tool pprof -diff_base")
-	if err := fs.Parse(args); err != nil {
+	var maxGrowth optionalFloat
+	fs.Var(&maxGrowth, "max-growth-pct", fmt.Sprintf("fail when a metric grows more than `PCT` percent (default: never fail; the verdict calls growth under %g%% flat)", soakFlatPct))
+	memprofile := fs.String("memprofile", "", "write heap profiles to `FILE`.base (at the end of warm-up) and FILE (at the end), for go tool pprof -diff_base")
+	if err := c.parse(args, out); err != nil {
 		return err
 	}
 	const cmd = "bench soak"
@@ -55,7 +57,10 @@ func soak(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if *duration <= 0 || *every <= 0 {
-		return fmt.Errorf("bench soak: --duration and --sample must be positive")
+		return usagef("bench soak: --duration and --sample must be positive")
+	}
+	if maxGrowth.set && !(maxGrowth.v >= 0 && !math.IsInf(maxGrowth.v, 1)) {
+		return usagef("bench soak: --max-growth-pct %g is out of range (want a percentage >= 0)", maxGrowth.v)
 	}
 	rt, err := rf.start(ctx)
 	if err != nil {
@@ -99,8 +104,8 @@ func soak(ctx context.Context, args []string, out io.Writer) error {
 	}
 	printSamples(out, ss)
 	limit := soakFlatPct
-	if *maxGrowth >= 0 {
-		limit = *maxGrowth
+	if maxGrowth.set {
+		limit = maxGrowth.v
 	}
 	pairs := map[string]any{"rounds": rounds, "tasks": w.tasks, "seconds": elapsed.Seconds(), "samples": len(ss),
 		"failed_tasks": w.failed, "mismatches": w.bad, "verified": w.bad == 0}
@@ -137,7 +142,7 @@ func soak(ctx context.Context, args []string, out io.Writer) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("bench soak: interrupted after %v: %w", elapsed.Round(time.Millisecond), ctx.Err())
 	}
-	if *maxGrowth >= 0 && !flat && len(ss) >= 8 {
+	if maxGrowth.set && !flat && len(ss) >= 8 {
 		return fmt.Errorf("bench soak: memory is not flat: %s", worst)
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -24,16 +23,22 @@ import (
 // It repeats the product, checks y against the plain Go loop and reports
 // both times.
 func spmvRun(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("run spmv", flag.ContinueOnError)
+	c := newCmd("run spmv", "[flags]", "Multiply a sparse matrix (generated, or read with --mtx) by a vector in CSR row\nblocks, one task each, and check it against a plain Go loop.")
 	var rf runtimeFlags
-	rf.register(fs)
+	rf.register(c.FlagSet)
+	fs := c.FlagSet
 	kind := fs.String("matrix", "laplacian", "generated matrix: laplacian (2-D 5-point) or banded (random, 9 diagonals)")
 	nnz := fs.Int("nnz", 1_000_000, "about how many nonzeros the generated matrix has")
-	mtx := fs.String("mtx", "", "read the matrix from this Matrix Market coordinate file instead of generating one")
+	mtx := fs.String("mtx", "", "read the matrix from the Matrix Market coordinate `FILE` instead of generating one")
 	nblocks := fs.Int("nblocks", 8, "row blocks, one task each")
 	iters := fs.Int("iters", 10, "products timed")
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(args, out); err != nil {
 		return err
+	}
+	for _, gen := range []string{"matrix", "nnz"} {
+		if *mtx != "" && c.given(gen) {
+			return usagef("run spmv: --%s means nothing with --mtx: the file gives the matrix", gen)
+		}
 	}
 	const cmd = "spmv"
 	if err := checkFlags(checkFlag(cmd, "nblocks", *nblocks, 1, maxParts), checkFlag(cmd, "iters", *iters, 1, maxIters)); err != nil {
@@ -110,7 +115,7 @@ func sparseInput(kind string, nnz int, mtx string) (*csrMatrix, error) {
 		return m, nil
 	}
 	if nnz < 5 || nnz > maxGeneratedNNZ {
-		return nil, fmt.Errorf("--nnz %d is out of range (5 to %d)", nnz, maxGeneratedNNZ)
+		return nil, usagef("--nnz %d is out of range (5 to %d)", nnz, maxGeneratedNNZ)
 	}
 	switch kind {
 	case "laplacian":
@@ -118,7 +123,7 @@ func sparseInput(kind string, nnz int, mtx string) (*csrMatrix, error) {
 	case "banded":
 		return banded(max(1, nnz/9), 4, 1), nil
 	}
-	return nil, fmt.Errorf("unknown --matrix %q (laplacian, banded)", kind)
+	return nil, usagef("unknown --matrix %q (laplacian, banded)", kind)
 }
 
 // spmvOnRuntime computes y = A*x iters times and returns the time of one

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -15,13 +14,14 @@ import (
 // vectorScal scales a Go vector by a factor in parts, each part a handle and
 // a task, and checks every element after unregistering.
 func vectorScal(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("run vector-scal", flag.ContinueOnError)
+	c := newCmd("run vector-scal", "[flags]", "Scale a vector by a factor on the workers, one task per part, and check every element.")
 	var rf runtimeFlags
-	rf.register(fs)
+	rf.register(c.FlagSet)
+	fs := c.FlagSet
 	size := fs.Int("size", 1<<20, "number of float32 elements")
 	parts := fs.Int("nparts", 8, "number of parts (one task each)")
 	factor := fs.Float64("factor", 3.14, "scaling factor")
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(args, out); err != nil {
 		return err
 	}
 	const cmd = "vector-scal"
@@ -29,10 +29,10 @@ func vectorScal(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if *parts > *size {
-		return fmt.Errorf("vector-scal: need 0 < nparts (%d) <= size (%d)", *parts, *size)
+		return usagef("vector-scal: need 0 < nparts (%d) <= size (%d)", *parts, *size)
 	}
 	if math.IsNaN(*factor) || math.IsInf(*factor, 0) {
-		return fmt.Errorf("vector-scal: --factor %g is not a finite number", *factor)
+		return usagef("vector-scal: --factor %g is not a finite number", *factor)
 	}
 	rt, err := rf.start(ctx)
 	if err != nil {
