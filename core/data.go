@@ -1,5 +1,7 @@
 package core
 
+// Handles, register, unregister; design note: docs/design/access.md.
+
 import (
 	"errors"
 	"fmt"

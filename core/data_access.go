@@ -1,5 +1,7 @@
 package core
 
+// Access order, locks, arbiters; design note: docs/design/access.md.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,7 @@
 package core
 
+// Acquire, callbacks; design note: docs/design/access.md.
+
 import (
 	"fmt"
 	"runtime"

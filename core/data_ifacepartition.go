@@ -1,5 +1,7 @@
 package core
 
+// Interface plugins; design note: docs/design/interfaces.md.
+
 import (
 	"context"
 	"errors"

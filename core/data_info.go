@@ -1,5 +1,7 @@
 package core
 
+// Handle metadata, pack; design note: docs/design/interfaces.md.
+
 import (
 	"fmt"
 	"math/bits"

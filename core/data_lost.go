@@ -1,5 +1,7 @@
 package core
 
+// Lost data; design note: docs/design/plugins.md.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,7 @@
 package core
 
+// Partitioning, plans; design note: docs/design/memory.md.
+
 import (
 	"errors"
 	"fmt"

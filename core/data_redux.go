@@ -1,5 +1,7 @@
 package core
 
+// Reductions, scratch; design note: docs/design/access.md.
+
 import (
 	"errors"
 	"fmt"

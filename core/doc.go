@@ -71,6 +71,7 @@
 //	status, profiling, iterations  task_status.go                docs/design/tasks.md
 //	performance models             task_models.go, perfmodel/    docs/design/perfmodel.md
 //	the trace                      task_trace.go                 docs/user-guide.md
+//	trace recording and formats    internal/trace/               docs/user-guide.md
 //	handles, register, unregister  data.go                       docs/design/access.md
 //	access order, locks, arbiters  data_access.go                docs/design/access.md
 //	acquire, callbacks             data_acquire.go               docs/design/access.md
@@ -78,6 +79,7 @@
 //	lost data                      data_lost.go                  docs/design/plugins.md
 //	reductions, scratch            data_redux.go                 docs/design/access.md
 //	partitioning, plans            data_partition*.go            docs/design/memory.md
+//	built-in filters' arithmetic   internal/filter/              docs/design/memory.md
 //	interface plugins              data_iface*.go                docs/design/interfaces.md
 //	memory nodes                   mem_nodes.go                  docs/design/memory.md
 //	coherency, transfers, eviction mem_coherency.go              docs/design/memory.md

@@ -1,5 +1,7 @@
 package core
 
+// The engine's round; design note: docs/design/hot-path.md.
+
 // The engine: how a ready task reaches a worker and how its completion
 // comes back. docs/design/scheduling.md and hot-path.md give the figures.
 //

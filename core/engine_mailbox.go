@@ -1,5 +1,7 @@
 package core
 
+// The engine's mailboxes; design note: docs/design/hot-path.md.
+
 // The engine's mailboxes: work other goroutines hand the engine goroutine
 // (call), and device-memory messages (allocations, frees, copies) waiting
 // for room in a worker's dispatch ring (postCtl). The engine.go header

@@ -1,5 +1,7 @@
 package core
 
+// Errors; documented in docs/user-guide.md.
+
 import "errors"
 
 // Errors a caller can test for with errors.Is. Each is wrapped with the

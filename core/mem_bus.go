@@ -1,5 +1,7 @@
 package core
 
+// Bus measurements; design note: docs/design/perfmodel.md.
+
 import (
 	"context"
 	"fmt"

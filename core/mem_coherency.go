@@ -1,5 +1,7 @@
 package core
 
+// Coherency, transfers, eviction; design note: docs/design/memory.md.
+
 import (
 	"errors"
 	"fmt"

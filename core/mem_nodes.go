@@ -1,5 +1,7 @@
 package core
 
+// Memory nodes; design note: docs/design/memory.md.
+
 import (
 	"fmt"
 )

@@ -1,5 +1,7 @@
 package core
 
+// Prefetch and data requests; design note: docs/design/memory.md.
+
 import (
 	"bytes"
 	"errors"

@@ -1,5 +1,7 @@
 package core
 
+// Heartbeats, watchdog; design note: docs/design/plugins.md.
+
 import (
 	"context"
 	"fmt"

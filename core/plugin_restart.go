@@ -1,5 +1,7 @@
 package core
 
+// Driver restart, task retry; design note: docs/design/plugins.md.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,7 @@
 package core
 
+// Init, Options, Shutdown; design note: docs/design/plugins.md.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,7 @@
 package core
 
+// Introspection; documented in docs/user-guide.md.
+
 import (
 	"context"
 	"fmt"

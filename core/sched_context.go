@@ -1,5 +1,7 @@
 package core
 
+// Scheduling contexts; design note: docs/design/scheduling.md.
+
 import (
 	"context"
 	"errors"

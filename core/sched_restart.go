@@ -1,5 +1,7 @@
 package core
 
+// Scheduler restart; design note: docs/design/plugins.md.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,7 @@
 package core
 
+// Tasks: submit, wait, complete; design note: docs/design/tasks.md.
+
 import (
 	"errors"
 	"fmt"

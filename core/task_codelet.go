@@ -1,5 +1,7 @@
 package core
 
+// Codelets, implementations; design note: docs/design/tasks.md.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,7 @@
 package core
 
+// Explicit and end dependencies; design note: docs/design/tasks.md.
+
 import "fmt"
 
 // Explicit dependencies between tasks, as StarPU's starpu_task_dep.h. They

@@ -1,5 +1,7 @@
 package core
 
+// Performance models; design note: docs/design/perfmodel.md.
+
 import (
 	"fmt"
 	"sync"

@@ -1,5 +1,7 @@
 package core
 
+// Status, profiling, iterations; design note: docs/design/tasks.md.
+
 import (
 	"fmt"
 	"math"

@@ -1,5 +1,7 @@
 package core
 
+// Tags; design note: docs/design/tasks.md.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,7 @@
 package core
 
+// The trace; documented in docs/user-guide.md.
+
 import (
 	"errors"
 	"fmt"
