@@ -40,8 +40,6 @@ type ifaceData struct {
 // ifaceTimeout bounds each control-plane call to an interface plugin.
 const ifaceTimeout = 20 * time.Second
 
-// iface returns the running interface plugin called name, starting it from
-// the plugin directory on first use.
 // ifaceTable holds the data interface plugins started so far (on first
 // use); mu guards list, whose index gives each its interface ID.
 type ifaceTable struct {
@@ -49,6 +47,8 @@ type ifaceTable struct {
 	list []*ifaceInst
 }
 
+// ifaceNamed returns the running interface plugin called name, starting it
+// from the plugin directory on first use.
 func (rt *Runtime) ifaceNamed(name string) (*ifaceInst, error) {
 	rt.ifaces.mu.Lock()
 	defer rt.ifaces.mu.Unlock()

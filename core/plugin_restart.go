@@ -60,11 +60,6 @@ import (
 // retried once: a task that kills its driver every time fails on the second
 // death.
 
-// maxRestartBackoff bounds the wait before a restart.
-const maxRestartBackoff = 5 * time.Second
-
-// restartBackoff is the wait before restart number n (from 1): 100 ms,
-// doubling.
 // restartState coordinates plugin restarts with teardown: wg counts the
 // restarts under way and stop, closed at teardown, calls them off. mu
 // guards off (set at teardown: no new restart) and orders wg.Add before
@@ -76,6 +71,11 @@ type restartState struct {
 	off  bool
 }
 
+// maxRestartBackoff bounds the wait before a restart.
+const maxRestartBackoff = 5 * time.Second
+
+// restartBackoff is the wait before restart number n (from 1): 100 ms,
+// doubling.
 func restartBackoff(n int) time.Duration {
 	d := 100 * time.Millisecond << min(n-1, 10)
 	return min(d, maxRestartBackoff)

@@ -19,7 +19,6 @@ import (
 // task is bound to it again: notifying it again does nothing (OR
 // semantics).
 
-// tagState is one tag.
 // tagTable holds the tags declared or used so far; mu guards byID (each
 // tagState has its own mu, taken after this one).
 type tagTable struct {
@@ -27,6 +26,7 @@ type tagTable struct {
 	byID map[TagID]*tagState
 }
 
+// tagState is one tag.
 type tagState struct {
 	id TagID
 	mu sync.Mutex
