@@ -171,18 +171,12 @@ func pluginInfoReply(resp *proto.PluginInfoResponse) (*Info, error) {
 	if err := checkLabelPart("name", resp.GetName()); err != nil {
 		return nil, err
 	}
-	info := &Info{
-		Kind:    Kind(resp.GetKind()),
-		Name:    resp.GetName(),
-		Version: resp.GetVersion(),
-	}
 	for i, v := range resp.GetApiVersions() {
 		if v < 1 {
 			return nil, fmt.Errorf("API version %d is %d; versions start at 1", i, v)
 		}
-		info.APIVersions = append(info.APIVersions, int(v))
 	}
-	return info, nil
+	return pluginInfoFromProto(resp), nil
 }
 
 // checkLabelPart checks a plugin's kind or name (what says which) as
@@ -221,16 +215,9 @@ func (c *BasePluginClient) ConfigSchema(ctx context.Context) (*Schema, error) {
 // configSchemaReply converts and checks a ConfigSchema reply (see
 // ConfigSchema); a nil reply is an empty schema.
 func configSchemaReply(resp *proto.ConfigSchemaResponse) (*Schema, error) {
-	s := &Schema{}
-	seen := make(map[string]bool, len(resp.GetAttrs()))
-	for i, a := range resp.GetAttrs() {
-		attr := Attr{
-			Name:     a.GetName(),
-			Type:     AttrType(a.GetType()),
-			Default:  a.GetDefault(),
-			Required: a.GetRequired(),
-			Doc:      a.GetDoc(),
-		}
+	s := configSchemaFromProto(resp)
+	seen := make(map[string]bool, len(s.Attrs))
+	for i, attr := range s.Attrs {
 		switch {
 		case attr.Name == "":
 			return nil, fmt.Errorf("attribute %d has no name", i)
@@ -244,7 +231,6 @@ func configSchemaReply(resp *proto.ConfigSchemaResponse) (*Schema, error) {
 				attr.Name, attr.Type, AttrString, AttrInt, AttrFloat, AttrBool)
 		}
 		seen[attr.Name] = true
-		s.Attrs = append(s.Attrs, attr)
 	}
 	return s, nil
 }

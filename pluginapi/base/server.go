@@ -55,15 +55,7 @@ func (s *BasePluginServer) PluginInfo(ctx context.Context, _ *proto.PluginInfoRe
 	if info == nil {
 		return nil, status.Error(codes.Internal, "PluginInfo returned no info")
 	}
-	resp := &proto.PluginInfoResponse{
-		Kind:    string(info.Kind),
-		Name:    info.Name,
-		Version: info.Version,
-	}
-	for _, v := range info.APIVersions {
-		resp.ApiVersions = append(resp.ApiVersions, int32(v))
-	}
-	return resp, nil
+	return pluginInfoToProto(info), nil
 }
 
 // ConfigSchema implements proto.BasePluginServer. A nil schema is sent as an
@@ -73,20 +65,7 @@ func (s *BasePluginServer) ConfigSchema(ctx context.Context, _ *proto.ConfigSche
 	if err != nil {
 		return nil, StatusError(err)
 	}
-	resp := &proto.ConfigSchemaResponse{}
-	if schema == nil {
-		return resp, nil
-	}
-	for _, a := range schema.Attrs {
-		resp.Attrs = append(resp.Attrs, &proto.Attr{
-			Name:     a.Name,
-			Type:     string(a.Type),
-			Default:  a.Default,
-			Required: a.Required,
-			Doc:      a.Doc,
-		})
-	}
-	return resp, nil
+	return configSchemaToProto(schema), nil
 }
 
 // SetConfig implements proto.BasePluginServer.

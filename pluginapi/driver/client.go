@@ -86,7 +86,7 @@ func (c *Client) Deinit(ctx context.Context) error {
 // math.MaxInt32 (Exec messages carry 32 bits) is an error wrapping
 // base.ErrBadReply.
 func (c *Client) LoadKernel(ctx context.Context, k KernelSource) (int, error) {
-	resp, err := c.client.LoadKernel(ctx, &proto.LoadKernelRequest{Name: k.Name, Source: k.Source})
+	resp, err := c.client.LoadKernel(ctx, kernelSourceToProto(k))
 	if err != nil {
 		return 0, c.Err(ctx, err)
 	}

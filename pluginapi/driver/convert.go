@@ -8,7 +8,21 @@ import (
 	"github.com/starpu-go/starpu/pluginapi/driver/proto"
 )
 
-// fingerprintFromProto converts a Fingerprint reply, unchecked.
+// fingerprintToProto converts a fingerprint for the wire; fp must not be
+// nil.
+func fingerprintToProto(fp *Fingerprint) *proto.FingerprintResponse {
+	resp := &proto.FingerprintResponse{Arch: string(fp.Arch), Kernels: fp.Kernels, Note: fp.Note, SchedRing: fp.SchedRing}
+	for _, u := range fp.Units {
+		resp.Units = append(resp.Units, &proto.Unit{Name: u.Name, Node: int64(u.Node)})
+	}
+	for _, n := range fp.Nodes {
+		resp.Nodes = append(resp.Nodes, &proto.MemoryNode{Name: n.Name, Bytes: n.Bytes})
+	}
+	return resp
+}
+
+// fingerprintFromProto converts a Fingerprint reply, unchecked
+// (fingerprintReply checks it); a nil reply is the zero fingerprint.
 func fingerprintFromProto(resp *proto.FingerprintResponse) *Fingerprint {
 	fp := &Fingerprint{Arch: Arch(resp.GetArch()), Kernels: resp.GetKernels(), Note: resp.GetNote(), SchedRing: resp.GetSchedRing()}
 	for _, u := range resp.GetUnits() {
@@ -58,4 +72,15 @@ func initFromProto(req *proto.InitRequest) *InitRequest {
 		})
 	}
 	return out
+}
+
+// kernelSourceToProto converts a kernel's source into a LoadKernel request.
+func kernelSourceToProto(k KernelSource) *proto.LoadKernelRequest {
+	return &proto.LoadKernelRequest{Name: k.Name, Source: k.Source}
+}
+
+// kernelSourceFromProto converts a LoadKernel request into the kernel's
+// source; missing fields are empty.
+func kernelSourceFromProto(req *proto.LoadKernelRequest) KernelSource {
+	return KernelSource{Name: req.GetName(), Source: req.GetSource()}
 }

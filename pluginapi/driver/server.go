@@ -31,14 +31,7 @@ func (s *Server) Fingerprint(ctx context.Context, _ *proto.FingerprintRequest) (
 	if fp == nil {
 		return nil, status.Error(codes.Internal, "Fingerprint returned no fingerprint")
 	}
-	resp := &proto.FingerprintResponse{Arch: string(fp.Arch), Kernels: fp.Kernels, Note: fp.Note, SchedRing: fp.SchedRing}
-	for _, u := range fp.Units {
-		resp.Units = append(resp.Units, &proto.Unit{Name: u.Name, Node: int64(u.Node)})
-	}
-	for _, n := range fp.Nodes {
-		resp.Nodes = append(resp.Nodes, &proto.MemoryNode{Name: n.Name, Bytes: n.Bytes})
-	}
-	return resp, nil
+	return fingerprintToProto(fp), nil
 }
 
 // Init implements proto.DriverServer.
@@ -59,7 +52,7 @@ func (s *Server) Deinit(ctx context.Context, _ *proto.DeinitRequest) (*proto.Dei
 
 // LoadKernel implements proto.DriverServer.
 func (s *Server) LoadKernel(ctx context.Context, req *proto.LoadKernelRequest) (*proto.LoadKernelResponse, error) {
-	idx, err := s.Impl.LoadKernel(ctx, KernelSource{Name: req.GetName(), Source: req.GetSource()})
+	idx, err := s.Impl.LoadKernel(ctx, kernelSourceFromProto(req))
 	if err != nil {
 		return nil, base.StatusError(err)
 	}

@@ -91,18 +91,16 @@ func (c *Client) CopyPlan(ctx context.Context, meta []byte) ([]Range, error) {
 
 // copyPlanReply converts and checks a CopyPlan reply (see CopyPlan).
 func copyPlanReply(resp *proto.CopyPlanResponse) ([]Range, error) {
-	var out []Range
 	for i, r := range resp.GetRanges() {
-		rg := Range{Buffer: int(r.GetBuffer()), Offset: r.GetOffset(), Len: r.GetLen()}
+		off, n := r.GetOffset(), r.GetLen()
 		switch {
 		case r.GetBuffer() < 0:
 			return nil, fmt.Errorf("range %d names part %d", i, r.GetBuffer())
-		case rg.Len > MaxRegion || rg.Offset > MaxRegion-rg.Len:
-			return nil, fmt.Errorf("range %d: bytes [%d, +%d) end past %d, the largest region", i, rg.Offset, rg.Len, uint64(MaxRegion))
+		case n > MaxRegion || off > MaxRegion-n:
+			return nil, fmt.Errorf("range %d: bytes [%d, +%d) end past %d, the largest region", i, off, n, uint64(MaxRegion))
 		}
-		out = append(out, rg)
 	}
-	return out, nil
+	return copyPlanFromProto(resp), nil
 }
 
 // Pack implements Interface. A length past dst is an error wrapping

@@ -10,7 +10,44 @@ import (
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 )
 
-// childrenFromProto converts a Partition reply, unchecked.
+// copyPlanToProto converts a copy plan into a CopyPlan reply.
+func copyPlanToProto(plan []Range) *proto.CopyPlanResponse {
+	resp := &proto.CopyPlanResponse{}
+	for _, r := range plan {
+		resp.Ranges = append(resp.Ranges, &proto.Range{Buffer: int64(r.Buffer), Offset: r.Offset, Len: r.Len})
+	}
+	return resp
+}
+
+// copyPlanFromProto converts a CopyPlan reply, unchecked (copyPlanReply
+// checks it); a reply without ranges is a nil plan.
+func copyPlanFromProto(resp *proto.CopyPlanResponse) []Range {
+	var out []Range
+	for _, r := range resp.GetRanges() {
+		out = append(out, Range{Buffer: int(r.GetBuffer()), Offset: r.GetOffset(), Len: r.GetLen()})
+	}
+	return out
+}
+
+// childrenToProto converts the children of a partitioned datum into a
+// Partition reply.
+func childrenToProto(children []Child) *proto.PartitionResponse {
+	resp := &proto.PartitionResponse{}
+	for i := range children {
+		ch := &children[i]
+		pc := &proto.Child{Meta: ch.Meta, Description: descriptionToProto(&ch.Desc)}
+		for _, r := range ch.Ranges {
+			pc.Ranges = append(pc.Ranges, &proto.PartRange{
+				Part: int64(r.Part), Offset: r.Offset, ChildPart: int64(r.ChildPart), ChildOffset: r.ChildOffset, Len: r.Len,
+			})
+		}
+		resp.Children = append(resp.Children, pc)
+	}
+	return resp
+}
+
+// childrenFromProto converts a Partition reply, unchecked (partitionReply
+// checks it); a reply without children is nil.
 func childrenFromProto(resp *proto.PartitionResponse) []Child {
 	var out []Child
 	for _, ch := range resp.GetChildren() {

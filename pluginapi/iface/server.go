@@ -41,11 +41,7 @@ func (s *Server) CopyPlan(ctx context.Context, req *proto.CopyPlanRequest) (*pro
 	if err != nil {
 		return nil, base.StatusError(err)
 	}
-	resp := &proto.CopyPlanResponse{}
-	for _, r := range plan {
-		resp.Ranges = append(resp.Ranges, &proto.Range{Buffer: int64(r.Buffer), Offset: r.Offset, Len: r.Len})
-	}
-	return resp, nil
+	return copyPlanToProto(plan), nil
 }
 
 // Pack implements proto.InterfaceServer.
@@ -93,16 +89,5 @@ func (s *Server) Partition(ctx context.Context, req *proto.PartitionRequest) (*p
 	if err != nil {
 		return nil, base.StatusError(err)
 	}
-	resp := &proto.PartitionResponse{}
-	for i := range children {
-		ch := &children[i]
-		pc := &proto.Child{Meta: ch.Meta, Description: descriptionToProto(&ch.Desc)}
-		for _, r := range ch.Ranges {
-			pc.Ranges = append(pc.Ranges, &proto.PartRange{
-				Part: int64(r.Part), Offset: r.Offset, ChildPart: int64(r.ChildPart), ChildOffset: r.ChildOffset, Len: r.Len,
-			})
-		}
-		resp.Children = append(resp.Children, pc)
-	}
-	return resp, nil
+	return childrenToProto(children), nil
 }
