@@ -9,6 +9,10 @@ import (
 
 // Lost data: a handle whose value no one can vouch for.
 //
+// A device driver that dies takes its memory with it: a handle whose only
+// valid copy was there is lost the same way, naming the node (wipeNodes,
+// plugin_restart.go).
+//
 // A task that fails on a worker may have written part of its output (a
 // driver killed mid-kernel, a kernel that returned an error half way): the
 // runtime cannot tell, so the handles it writes (W, RW, REDUX) are marked
@@ -50,9 +54,15 @@ type lostData struct {
 	// was lost by task by: the loss spread to this handle through it.
 	via      string
 	viaInput string
+	// on, when set, is the device node that held the only valid copy
+	// when its driver died (by is then empty).
+	on string
 }
 
 func (l *lostData) Error() string {
+	if l.on != "" {
+		return fmt.Sprintf("%s: %s: its only valid copy was on %s: %v", ErrDataLost, l.h, l.on, l.cause)
+	}
 	if l.via != "" {
 		return fmt.Sprintf("%s: %s: task %q did not run because its input %s was lost by task %q: %v",
 			ErrDataLost, l.h, l.via, l.viaInput, l.by, l.cause)

@@ -872,6 +872,7 @@ func (e *engine) checkPlugins() {
 		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker >= 0 && rt.workers[j.worker].drv == d }) {
 			e.onDeadWorker(j, int(j.worker), d, fmt.Errorf("%w: driver-%s (pid %d) %s while task %q was on worker %d", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc), j.name(), j.worker))
 		}
+		e.wipeNodes(d, fmt.Errorf("%w: driver-%s (pid %d) %s", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc)))
 	}
 	for _, c := range *e.ctxs.Load() {
 		if c.proc == nil || c.restarting.Load() || c.broken.Load() != nil || rt.broken.Load() != nil || !c.proc.Exited() {

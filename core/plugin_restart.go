@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,8 +19,12 @@ import (
 
 // Restarting a driver plugin that died, and retrying its tasks.
 //
-// When checkPlugins finds a driver plugin's process gone and the driver
-// may be restarted (plugin_restarts left, every worker on RAM), the engine
+// When checkPlugins finds a driver plugin's process gone, its transfers and
+// the tasks on its workers fail or are retried (below), and its device
+// memory, gone with the process, is wiped (wipeNodes): every replicate
+// there is dropped, and a handle whose only valid copy was there is marked
+// lost (data_lost.go), naming the node. When the driver may be restarted
+// (plugin_restarts left), the engine
 //
 //  1. marks the driver restarting, so that push does not fail the tasks
 //     only its workers can run (deadArch leaves it out): they wait in the
@@ -34,9 +39,11 @@ import (
 //  4. once every context has echoed, restarts the plugin on a goroutine of
 //     its own (restartDriver), after a backoff: a new process, its config,
 //     a fingerprint that must list the same kernels in the same order (the
-//     codelets' kernel indices are kept), the dead workers' rings emptied
-//     (what the dead process left there belongs to tasks that were failed
-//     or retried), and driver Init with the same worker specs;
+//     codelets' kernel indices are kept) and the same memory nodes, the
+//     dead workers' rings emptied (what the dead process left there
+//     belongs to tasks that were failed or retried), driver Init with the
+//     same worker specs, and the kernels compiled from codelets' sources
+//     loaded again in their first order, so that they keep their indices;
 //  5. on the engine goroutine, swaps the new process in, marks the driver
 //     alive, and adds the workers back to the contexts.
 //
@@ -71,6 +78,34 @@ type restartState struct {
 	off  bool
 }
 
+// wipeNodes forgets d's device memory, which died with its process: every
+// replicate on d's nodes is dropped, with the allocation cache, and a
+// handle left with no valid copy anywhere is marked lost, unless a failed
+// task already marked it. Engine goroutine, after d's transfers and tasks
+// failed (their replicate references are released by then or when they
+// complete, on replicates that no longer hold memory).
+func (e *engine) wipeNodes(d *driverInst, cause error) {
+	for _, nd := range e.rt.nodes[1:] {
+		if nd.drv != d {
+			continue
+		}
+		for r := range nd.reps {
+			r.allocated, r.state, r.buf, r.filling = false, invalid, 0, nil
+			h := r.h
+			h.publishValid()
+			if h.validMask.Load() == 0 && h.lost.Load() == nil {
+				h.markLost(&lostData{h: h, on: nd.name, cause: cause})
+			}
+		}
+		clear(nd.reps)
+		clear(nd.cache)
+		nd.used = 0
+		if len(nd.memWaiters) > 0 {
+			e.wakeMemWaiters(nd)
+		}
+	}
+}
+
 // maxRestartBackoff bounds the wait before a restart.
 const maxRestartBackoff = 5 * time.Second
 
@@ -89,11 +124,6 @@ func (rt *Runtime) canRestart(d *driverInst) bool {
 	for _, c := range *rt.engine.ctxs.Load() {
 		if c.restarting.Load() {
 			return false // one restart at a time (sched_restart.go)
-		}
-	}
-	for _, w := range d.workers {
-		if w.node != 0 {
-			return false // device memory would be lost with the process
 		}
 	}
 	return len(d.workers) > 0
@@ -152,7 +182,7 @@ func (rt *Runtime) restartDriver(d *driverInst, removed map[*SchedContext][]int)
 	defer rt.restarts.wg.Done()
 	e := rt.engine
 	wait := restartBackoff(d.restarts)
-	rt.log.Warn("restarting driver plugin", "driver", "driver-"+d.name, "attempt", d.restarts, "of", rt.cfg.PluginRestarts, "after", wait)
+	rt.log.Warn("restarting driver plugin", "driver", "driver-"+d.name, "attempt", d.restarts, "of", rt.cfg.RestartsFor("driver-"+d.name), "after", wait)
 	select {
 	case <-time.After(wait):
 	case <-rt.restarts.stop:
@@ -167,6 +197,11 @@ func (rt *Runtime) restartDriver(d *driverInst, removed map[*SchedContext][]int)
 			return
 		default:
 		}
+		// Kernels compiled from sources are loaded into the new process
+		// under loadMu, held until it is swapped in, so that a codelet
+		// resolved meanwhile waits for it instead of asking the dead one.
+		d.loadMu.Lock()
+		defer d.loadMu.Unlock()
 		// The rings, then the new workers: nothing writes to them now
 		// (the process is dead, the policies have let go of the workers,
 		// and the engine posts nothing to a dead driver's workers).
@@ -179,6 +214,8 @@ func (rt *Runtime) restartDriver(d *driverInst, removed map[*SchedContext][]int)
 			}
 			if err = drv.Init(ctx, req); err != nil {
 				err = fmt.Errorf("init: %w", err)
+			} else {
+				err = d.reloadKernels(ctx, drv)
 			}
 			cancel()
 		}
@@ -244,10 +281,16 @@ func (rt *Runtime) relaunchDriver(d *driverInst) (*loader.Plugin, driver.Driver,
 			err = fmt.Errorf("its kernels changed (%d now, %d before): the codelets' kernel indices would be wrong", len(fp.Kernels), len(d.fp.Kernels))
 		case fp.SchedRing != d.fp.SchedRing:
 			err = fmt.Errorf("it no longer reads scheduler rings the same way")
+		case len(fp.Nodes) != len(d.fp.Nodes):
+			err = fmt.Errorf("it has %d memory nodes, %d before", len(fp.Nodes), len(d.fp.Nodes))
 		}
 		for _, w := range d.workers {
-			if err == nil && w.spec.Unit >= len(fp.Units) {
-				err = fmt.Errorf("it has %d units, worker %d used unit %d", len(fp.Units), w.id, w.spec.Unit)
+			switch u := w.spec.Unit; {
+			case err != nil:
+			case u >= len(fp.Units):
+				err = fmt.Errorf("it has %d units, worker %d used unit %d", len(fp.Units), w.id, u)
+			case fp.Units[u].Node != d.fp.Units[u].Node:
+				err = fmt.Errorf("unit %d (worker %d) is on its memory node %d, %d before", u, w.id, fp.Units[u].Node, d.fp.Units[u].Node)
 			}
 		}
 	}
@@ -256,6 +299,33 @@ func (rt *Runtime) relaunchDriver(d *driverInst) (*loader.Plugin, driver.Driver,
 		return nil, nil, err
 	}
 	return p, drv, nil
+}
+
+// reloadKernels has the new instance drv of d compile again the kernels d
+// compiled from codelets' sources, in the order they were first loaded:
+// the codelets keep the indices they resolved, so each must come back at
+// its old index. The caller holds d.loadMu.
+func (d *driverInst) reloadKernels(ctx context.Context, drv driver.Driver) error {
+	type kernel struct {
+		key   string
+		index int
+	}
+	ks := make([]kernel, 0, len(d.loaded))
+	for key, k := range d.loaded {
+		ks = append(ks, kernel{key, k})
+	}
+	slices.SortFunc(ks, func(a, b kernel) int { return a.index - b.index })
+	for _, k := range ks {
+		name, source, _ := strings.Cut(k.key, "\x00")
+		got, err := drv.LoadKernel(ctx, driver.KernelSource{Name: name, Source: source})
+		if err != nil {
+			return fmt.Errorf("kernel %q from its source: %w", name, err)
+		}
+		if got != k.index {
+			return fmt.Errorf("kernel %q from its source came back as kernel %d, was %d: the codelets' indices would be wrong", name, got, k.index)
+		}
+	}
+	return nil
 }
 
 // emptyRings drops what the dead process left in its workers' dispatch and

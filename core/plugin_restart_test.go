@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,5 +169,81 @@ func TestRestartFails(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("task still waiting 20s after the restart failed")
+	}
+}
+
+// A device driver that dies takes its memory with it: a handle whose only
+// valid copy was on the device is lost, naming the node, and stays lost; a
+// handle that also had a copy in RAM keeps its value. The driver comes
+// back, with the kernel compiled from a codelet's source at its old index,
+// and runs tasks again.
+func TestDeviceDriverRestart(t *testing.T) {
+	t.Setenv("STARPU_OPENCL_ON_CPUS", "1")
+	cfg := testConfig(openclDir)
+	cfg.NCPU = 1
+	cfg.PluginRestarts = 2
+	rt := start(t, core.Options{Config: cfg})
+	ws := rt.Workers()
+	if len(ws) != 2 || ws[1].Arch != driver.OpenCL {
+		t.Fatalf("workers %+v, want one CPU and one OpenCL worker (is pocl installed?)", ws)
+	}
+	ocl := ws[1]
+	twice := &core.Codelet{Name: "twice", Modes: []core.Mode{core.RW},
+		Kernels: map[driver.Arch]string{driver.OpenCL: "twice"},
+		Sources: map[driver.Arch]string{driver.OpenCL: `
+kernel void twice(global float *x, uint nx) {
+	size_t i = get_global_id(0);
+	if (i < nx) x[i] *= 2;
+}`}}
+	a, b := make([]float32, 256), make([]float32, 256)
+	for i := range a {
+		a[i], b[i] = float32(i), float32(i)
+	}
+	ha, _ := core.RegisterVector(rt, a)
+	hb, _ := core.RegisterVector(rt, b)
+	// b is written on the device, its only valid copy; a is read there.
+	if err := rt.Submit(&core.Task{Codelet: twice, Handles: []*core.Handle{hb}, Synchronous: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ha.FetchOnNode(ocl.Node); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(ocl.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	for rt.Workers()[1].Pid == ocl.Pid || rt.Workers()[1].Pid == 0 {
+		if time.Since(killed) > 20*time.Second {
+			t.Fatal("the OpenCL driver was not restarted within 20 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("OpenCL driver back %v after the kill", time.Since(killed).Round(time.Millisecond))
+	lost := hb.Lost()
+	if !errors.Is(lost, core.ErrDataLost) || !errors.Is(lost, core.ErrPluginCrashed) || !strings.Contains(lost.Error(), "only valid copy was on opencl_0") {
+		t.Fatalf("b, whose only copy was on the device: Lost() = %v, want lost with the driver", lost)
+	}
+	if err := ha.Lost(); err != nil {
+		t.Fatalf("a, which had a copy in RAM: %v", err)
+	}
+	// The restarted driver runs the source kernel again, on a.
+	if err := rt.Submit(&core.Task{Codelet: twice, Handles: []*core.Handle{ha}, Synchronous: true}); err != nil {
+		t.Fatalf("a task on the restarted driver: %v", err)
+	}
+	if err := ha.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range a {
+		if v != float32(2*i) {
+			t.Fatalf("a[%d] = %v, want %v", i, v, 2*i)
+		}
+	}
+	// A task reading b fails, naming the loss; so does Unregister, which
+	// leaves b's memory as it was registered.
+	if err := rt.Submit(&core.Task{Codelet: twice, Handles: []*core.Handle{hb}, Synchronous: true}); !errors.Is(err, core.ErrDataLost) {
+		t.Fatalf("a task reading lost b: %v, want ErrDataLost", err)
+	}
+	if err := hb.Unregister(); !errors.Is(err, core.ErrDataLost) {
+		t.Fatalf("Unregister of lost b: %v, want ErrDataLost", err)
 	}
 }

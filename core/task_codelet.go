@@ -493,7 +493,8 @@ func (d *driverInst) loadKernel(name, source string) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	k, err := d.drv.LoadKernel(ctx, driver.KernelSource{Name: name, Source: source})
+	_, drv := d.current()
+	k, err := drv.LoadKernel(ctx, driver.KernelSource{Name: name, Source: source})
 	if err != nil {
 		return 0, err
 	}
