@@ -374,6 +374,28 @@ func TestWontUse(t *testing.T) {
 			if err := h.Release(); err != nil {
 				t.Fatal(err)
 			}
+			// On a partitioned handle it is a hint for the children,
+			// never an error.
+			parts, err := h.Partition(core.VectorBlocks(2, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			scal(t, rt, scalOnDev, parts[1], 2)
+			if err := h.WontUse(); err != nil {
+				t.Fatalf("WontUse on a partitioned handle: %v", err)
+			}
+			if err := parts[1].Acquire(core.W); err != nil {
+				t.Fatal(err)
+			}
+			if st := status(t, parts[1], devNode); st.Allocated {
+				t.Fatalf("child's device status after WontUse on the parent: %+v, want freed", st)
+			}
+			if err := parts[1].Release(); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Unpartition(); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
@@ -393,6 +415,16 @@ func TestWriteThroughToRAM(t *testing.T) {
 			h := register(t, rt, x)
 			if err := h.SetWTMask(1 << 5); !errors.Is(err, core.ErrInvalidData) {
 				t.Fatalf("mask with node 5: %v, want ErrInvalidData", err)
+			}
+			if err := h.SetWTMask(1 << 0); err != nil {
+				t.Fatal(err)
+			}
+			// Every bit set is StarPU's "every node": RAM and the device.
+			if err := h.SetWTMask(^uint64(0)); err != nil {
+				t.Fatalf("mask with every bit set: %v", err)
+			}
+			if want := uint64(1 | 1<<devNode); h.WTMask() != want {
+				t.Fatalf("WTMask after ^0 = %#x, want %#x", h.WTMask(), want)
 			}
 			if err := h.SetWTMask(1 << 0); err != nil {
 				t.Fatal(err)

@@ -413,6 +413,23 @@ func (h *Handle) updateRestrict() {
 	h.restrict.Store(r)
 }
 
+// partitionChildren returns the children holding h's value while h is
+// partitioned read-write (by Partition or an active plan), or nil.
+func (h *Handle) partitionChildren() []*Handle {
+	if h.partitioned.Load() {
+		return h.Children()
+	}
+	if h.restrict.Load() == restrictNone {
+		return nil
+	}
+	planMu.Lock()
+	defer planMu.Unlock()
+	if q := h.activePlan(PlanReadWrite); q != nil {
+		return append([]*Handle(nil), q.children...)
+	}
+	return nil
+}
+
 // restrictErr explains why h cannot be accessed in mode m.
 func (h *Handle) restrictErr(m Mode) error {
 	planMu.Lock()

@@ -509,11 +509,24 @@ func (h *Handle) QueryStatus(node int) (DataStatus, error) {
 // starpu_data_wont_use): once the tasks submitted before are over, its
 // device copies are written back to RAM if they hold the only valid value,
 // and freed; those in use then are the first evicted when memory runs out.
-// It returns at once.
+// It returns at once. On a handle partitioned read-write (by Partition or
+// an active plan), whose value lives in its children, it applies to the
+// children, as StarPU takes it: a hint, never an error.
 func (h *Handle) WontUse() error {
 	rt := h.rt
 	if err := rt.usable(); err != nil {
 		return err
+	}
+	if h.unregistered.Load() {
+		return fmt.Errorf("won't use: %s: %w", h, ErrUnregistered)
+	}
+	if kids := h.partitionChildren(); kids != nil {
+		for _, c := range kids {
+			if err := c.WontUse(); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if err := h.checkAccess(R); err != nil {
 		return fmt.Errorf("won't use: %w", err)
@@ -568,9 +581,20 @@ func (e *engine) wontUse(h *Handle) *opGroup {
 // node, by a task or a writing acquisition, the nodes of the mask get a copy
 // too, before the task counts as completed; those copies are evicted last.
 // With bit 0 set, RAM stays up to date with tasks that write on a device.
-// It applies to the handle's current children too.
+// It applies to the handle's current children too. ^uint64(0), StarPU's
+// idiom, means every node data can be brought to; any other mask naming a
+// node that does not exist or cannot be reached (no worker serves it) is
+// refused, rather than silently doing less than it says.
 func (h *Handle) SetWTMask(mask uint64) error {
 	rt := h.rt
+	if mask == ^uint64(0) {
+		mask = 0
+		for n := range min(len(rt.nodes), 64) {
+			if rt.checkNode(n) == nil {
+				mask |= 1 << n
+			}
+		}
+	}
 	for n := 0; n < 64; n++ {
 		if mask&(1<<n) == 0 {
 			continue

@@ -522,6 +522,9 @@ func (c *SchedContext) failAcks(err error, runThen bool) {
 // completed, including those that moved to the global context when it was
 // deleted. Task errors are reported by Runtime.WaitForAll and Wait.
 func (c *SchedContext) WaitForAll() error {
+	if err := c.rt.mayBlock("SchedContext.WaitForAll"); err != nil {
+		return err
+	}
 	c.idleMu.Lock()
 	for c.pending.Load() > 0 {
 		c.idle.Wait()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -99,18 +100,30 @@ type Task struct {
 }
 
 // Err returns the task's error once it has completed: a kernel failure, a
-// crashed plugin, or nil.
+// crashed plugin, or nil. In the task's callback it is the error of the run
+// that just completed; once a task that Regenerate resubmitted stops, the
+// errors of all its failed runs, as Wait returns them.
 func (t *Task) Err() error {
 	h := t.job
 	if h == nil {
 		return nil
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.finished {
-		return nil
+	if h.finished {
+		defer h.mu.Unlock()
+		return h.err
 	}
-	return h.err
+	cur := h
+	if x := h.ext.Load(); x != nil && x.cur != nil {
+		cur = x.cur
+	}
+	h.mu.Unlock()
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	if cur.released {
+		return cur.err // in its callback: the run is over
+	}
+	return nil
 }
 
 // ID is the number of the task's current submission, as kernels see it in
@@ -263,6 +276,14 @@ type jobExt struct {
 	// doom, when set, is why the job must fail instead of running: a
 	// handle it accesses was unregistered while it was submitted.
 	doom error
+	// runErrs (on the head) are the errors of the failed runs of a task
+	// that Regenerate resubmitted, the first 16 of them; runErrsDropped
+	// counts the others. Wait reports them once the task stops.
+	runErrs        []error
+	runErrsDropped int
+	// declPreds (on the head) are the tasks DeclareDeps made the task
+	// wait for: every run Regenerate makes waits for them again.
+	declPreds []*Task
 }
 
 // reduces tells whether j folds a REDUX contribution into its first
@@ -294,6 +315,22 @@ func (rt *Runtime) newJob() *job {
 	j := &job{id: rt.nextJob.Add(1), worker: -1, pinned: -1, impl: -1, predicted: -1, predictedTransfer: -1}
 	j.ndeps.Store(1)
 	return j
+}
+
+// runOver tells whether the task's current run has terminated, while its
+// callback runs and before it finishes: the callback may submit the task
+// again (StarPU allows it), as a new submission. h.mu held.
+func (h *job) runOver() bool {
+	cur := h
+	if x := h.ext.Load(); x != nil && x.cur != nil {
+		cur = x.cur
+	}
+	if cur == h {
+		return h.released
+	}
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	return cur.released
 }
 
 // headJob is the job Wait and Err use for j's task.
@@ -345,6 +382,11 @@ func (rt *Runtime) Submit(t *Task) error {
 	if t == nil {
 		return fmt.Errorf("%w: Submit(nil)", ErrInvalidTask)
 	}
+	if t.Synchronous {
+		if err := rt.mayBlock("synchronous Submit"); err != nil {
+			return err
+		}
+	}
 	j, err := rt.jobForSubmit(t)
 	if err != nil {
 		return err
@@ -389,7 +431,7 @@ func (rt *Runtime) jobForSubmit(t *Task) (*job, error) {
 	if !h.isSubmitted() {
 		return h, nil
 	}
-	if !h.finished {
+	if !h.finished && !h.runOver() {
 		return nil, fmt.Errorf("%w: task %q is already submitted", ErrInvalidTask, t.TaskName())
 	}
 	if x := h.ext.Load(); x != nil && x.next != nil {
@@ -615,10 +657,15 @@ func (rt *Runtime) pushLocked(j *job, releasedBy int32) {
 }
 
 // Wait blocks until t has completed and returns its error. A detached task
-// cannot be waited for.
+// cannot be waited for. Called from a callback, where it would wait for
+// the completion path the callback holds up, it returns ErrDeadlock, as
+// every blocking call does there.
 func (rt *Runtime) Wait(t *Task) error {
 	if t == nil {
 		return fmt.Errorf("%w: Wait(nil)", ErrInvalidTask)
+	}
+	if err := rt.mayBlock("Wait"); err != nil {
+		return err
 	}
 	h := t.job
 	if h == nil || !h.isSubmitted() {
@@ -632,6 +679,9 @@ func (rt *Runtime) Wait(t *Task) error {
 
 // WaitArray waits for every task of ts and returns their errors joined.
 func (rt *Runtime) WaitArray(ts ...*Task) error {
+	if err := rt.mayBlock("WaitArray"); err != nil {
+		return err
+	}
 	for i, t := range ts {
 		if t == nil {
 			return fmt.Errorf("%w: WaitArray: task %d is nil", ErrInvalidTask, i)
@@ -689,8 +739,12 @@ func (j *job) isSubmitted() bool {
 }
 
 // WaitForAll blocks until every submitted task has completed and returns the
-// errors of the tasks that failed since the previous WaitForAll.
+// errors of the tasks that failed since the previous WaitForAll; from a
+// callback, ErrDeadlock.
 func (rt *Runtime) WaitForAll() error {
+	if err := rt.mayBlock("WaitForAll"); err != nil {
+		return err
+	}
 	rt.waits.mu.Lock()
 	for rt.waits.pending.Load() > 0 {
 		rt.waits.idle.Wait()
@@ -711,6 +765,9 @@ func (rt *Runtime) WaitForNSubmitted(n int) error {
 	if n < 0 {
 		return fmt.Errorf("%w: wait for %d submitted tasks", ErrInvalidTask, n)
 	}
+	if err := rt.mayBlock("WaitForNSubmitted"); err != nil {
+		return err
+	}
 	rt.waits.mu.Lock()
 	rt.waits.idleWaiters.Add(1)
 	for rt.waits.pending.Load() > int64(n) {
@@ -722,8 +779,11 @@ func (rt *Runtime) WaitForNSubmitted(n int) error {
 }
 
 // WaitForNoReady blocks until no task is ready or running: those left wait
-// for dependencies.
-func (rt *Runtime) WaitForNoReady() {
+// for dependencies. From a callback it returns ErrDeadlock.
+func (rt *Runtime) WaitForNoReady() error {
+	if err := rt.mayBlock("WaitForNoReady"); err != nil {
+		return err
+	}
 	rt.waits.mu.Lock()
 	rt.waits.idleWaiters.Add(1)
 	for rt.waits.nready.Load() > 0 {
@@ -731,6 +791,7 @@ func (rt *Runtime) WaitForNoReady() {
 	}
 	rt.waits.idleWaiters.Add(-1)
 	rt.waits.mu.Unlock()
+	return nil
 }
 
 // NSubmitted is the number of submitted tasks that have not completed.
@@ -937,18 +998,49 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 		if t.Callback != nil {
 			rt.taskCallback(t.Callback, t, worker)
 		}
-		if t.Regenerate && rt.regenerate(j) {
+		// A callback that submitted the task again made a new head:
+		// that submission replaces Regenerate's.
+		if t.Regenerate && t.job == j.headJob() && rt.regenerate(j) {
+			rt.noteRunFailure(j)
 			continue
 		}
 		rt.finish(j)
 	}
 }
 
+// noteRunFailure records the failure of run j of a task that Regenerate
+// submits again: WaitForAll reports it at once, Wait when the task stops.
+func (rt *Runtime) noteRunFailure(j *job) {
+	if j.err == nil {
+		return
+	}
+	rt.recordFailure(j.err)
+	h := j.headJob()
+	h.mu.Lock()
+	x := h.x()
+	if len(x.runErrs) < 16 {
+		x.runErrs = append(x.runErrs, j.err)
+	} else {
+		x.runErrsDropped++
+	}
+	h.mu.Unlock()
+}
+
 // finish marks j's task finished and wakes whoever waits for it.
 func (rt *Runtime) finish(j *job) {
 	h := j.headJob()
 	h.mu.Lock()
-	if h != j {
+	if x := h.ext.Load(); x != nil && len(x.runErrs) > 0 {
+		// A regenerated task: every failed run, the last one included.
+		errs := slices.Clone(x.runErrs)
+		if j.err != nil {
+			errs = append(errs, j.err)
+		}
+		if x.runErrsDropped > 0 {
+			errs = append(errs, fmt.Errorf("and %d more failed runs", x.runErrsDropped))
+		}
+		h.err = errors.Join(errs...)
+	} else if h != j {
 		h.err = j.err
 	}
 	h.finished = true
@@ -1017,6 +1109,7 @@ func (rt *Runtime) regenerate(old *job) bool {
 	h.mu.Lock()
 	h.x().cur = j
 	h.mu.Unlock()
+	rt.redeclareDeps(t, h, j)
 	// The new submission counts in the context it goes to, in place of the
 	// old one (a callback may have changed Task.SchedContext).
 	if j.ctx = t.SchedContext; j.ctx != old.ctx {

@@ -2,7 +2,10 @@ package core
 
 // Explicit and end dependencies; design note: docs/design/tasks.md.
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Explicit dependencies between tasks, as StarPU's starpu_task_dep.h. They
 // may be declared before any of the tasks is submitted, in any order: a
@@ -15,6 +18,9 @@ import "fmt"
 // dependencies hold for that submission. Declared after it, they hold if t
 // still waits for other dependencies, and are an error once t is ready,
 // unless t has Regenerate set: they then hold for its next submission.
+// As in StarPU, they also hold for every run Regenerate makes: each run
+// waits for the predecessor's run in flight, or, when that one is over
+// and the predecessor has Regenerate set, for its next run.
 func (rt *Runtime) DeclareDeps(t *Task, preds ...*Task) error {
 	if t == nil {
 		return fmt.Errorf("%w: DeclareDeps on a nil task", ErrInvalidTask)
@@ -53,7 +59,60 @@ func (rt *Runtime) DeclareDeps(t *Task, preds ...*Task) error {
 		pj.x().tsuccs = append(pj.x().tsuccs, j)
 		pj.mu.Unlock()
 	}
+	// Kept on the head for the runs Regenerate makes (redeclareDeps).
+	h := t.job
+	h.mu.Lock()
+	x := h.x()
+	for _, p := range preds {
+		if !slices.Contains(x.declPreds, p) {
+			x.declPreds = append(x.declPreds, p)
+		}
+	}
+	h.mu.Unlock()
 	return nil
+}
+
+// redeclareDeps makes j, the next run of regenerated task t (head h), wait
+// for t's declared predecessors: the run of each in flight, else the next
+// run of one with Regenerate set; a predecessor that terminated and will
+// not run again counts as met. Before j is enqueued.
+func (rt *Runtime) redeclareDeps(t *Task, h, j *job) {
+	h.mu.Lock()
+	var preds []*Task
+	if x := h.ext.Load(); x != nil {
+		preds = slices.Clone(x.declPreds)
+	}
+	h.mu.Unlock()
+	for _, p := range preds {
+		pj := rt.predJob(p)
+		pj.mu.Lock()
+		if pj.released {
+			pj.mu.Unlock()
+			if !p.Regenerate {
+				continue
+			}
+			pj = rt.nextRun(p)
+			pj.mu.Lock()
+		}
+		j.ndeps.Add(1)
+		j.taskDeps.Add(1)
+		pj.x().tsuccs = append(pj.x().tsuccs, j)
+		pj.mu.Unlock()
+	}
+}
+
+// nextRun returns the job of p's next submission, made now if need be:
+// Regenerate and Submit take it.
+func (rt *Runtime) nextRun(p *Task) *job {
+	h := p.job
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	x := h.x()
+	if x.next == nil {
+		x.next = rt.newJob()
+		x.next.task = p
+	}
+	return x.next
 }
 
 // hold adds a dependency to a job still waiting for some, so that it keeps

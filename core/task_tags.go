@@ -235,6 +235,9 @@ func (rt *Runtime) releaseAll(js []*job) {
 // application notified it). A tag nothing ever used is an error rather than
 // a wait that cannot end.
 func (rt *Runtime) TagWait(id TagID) error {
+	if err := rt.mayBlock("TagWait"); err != nil {
+		return err
+	}
 	ts := rt.lookupTag(id)
 	if ts == nil {
 		return fmt.Errorf("%w: tag %d is not used by any task or declaration", ErrInvalidTask, id)

@@ -822,7 +822,9 @@ func TestWaitFunctions(t *testing.T) {
 				submit(t, rt, f)
 				free = append(free, f)
 			}
-			rt.WaitForNoReady()
+			if err := rt.WaitForNoReady(); err != nil {
+				t.Fatal(err)
+			}
 			// Free tasks may still be running: they are neither ready nor done.
 			if n := rt.NReady(); n != 0 {
 				t.Errorf("after WaitForNoReady: %d ready, want 0", n)

@@ -1,0 +1,234 @@
+package core_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
+)
+
+// Every blocking call made from a task callback returns ErrDeadlock
+// instead of hanging the completion path, whether the callback runs on the
+// engine goroutine (a task completed by a worker) or on a callback thread
+// (a task without a codelet, completed where it was released).
+func TestBlockingCallsFromCallback(t *testing.T) {
+	rt := startWorkers(t, 1, nil)
+	other := &core.Task{Codelet: emptyCl}
+	if err := rt.Submit(other); err != nil {
+		t.Fatal(err)
+	}
+	held := &core.Task{Codelet: emptyCl, Tag: 77, UseTag: true}
+	if err := rt.DeclareTagDeps(77, 78); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Submit(held); err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct {
+		name string
+		f    func() error
+	}{
+		{"Wait", func() error { return rt.Wait(other) }},
+		{"Wait on a task held by a tag", func() error { return rt.Wait(held) }},
+		{"WaitArray", func() error { return rt.WaitArray(other) }},
+		{"WaitForAll", rt.WaitForAll},
+		{"WaitForNSubmitted", func() error { return rt.WaitForNSubmitted(0) }},
+		{"WaitForNoReady", rt.WaitForNoReady},
+		{"TagWait", func() error { return rt.TagWait(77) }},
+		{"TagWaitArray", func() error { return rt.TagWaitArray(77) }},
+		{"synchronous Submit", func() error { return rt.Submit(&core.Task{Codelet: emptyCl, Synchronous: true}) }},
+		{"global context WaitForAll", rt.GlobalSchedContext().WaitForAll},
+	}
+	for _, where := range []struct {
+		name string
+		cl   *core.Codelet
+	}{{"worker task", emptyCl}, {"task without codelet", nil}} {
+		t.Run(where.name, func(t *testing.T) {
+			errs := make([]error, len(calls))
+			tk := &core.Task{Codelet: where.cl, Callback: func(*core.Task) {
+				for i, c := range calls {
+					errs[i] = c.f()
+				}
+			}}
+			if err := rt.Submit(tk); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- rt.Wait(tk) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("a blocking call from the callback hung")
+			}
+			for i, c := range calls {
+				if !errors.Is(errs[i], core.ErrDeadlock) {
+					t.Errorf("%s from a callback: %v, want ErrDeadlock", c.name, errs[i])
+				}
+			}
+		})
+	}
+	rt.TagNotifyFromApps(78)
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A task with Regenerate whose runs fail: its callback sees each run's
+// error in Task.Err, WaitForAll reports every failed run, and Wait, once
+// the task stops, returns all of them.
+func TestRegenerateFailures(t *testing.T) {
+	rt := start(t, core.Options{Config: testConfig(crashyDir)})
+	fail := &core.Codelet{Name: "fail", Kernels: map[driver.Arch]string{driver.CPU: "test_fail"}}
+	var seen []error
+	tk := &core.Task{Codelet: fail, Regenerate: true}
+	tk.Callback = func(t *core.Task) {
+		seen = append(seen, t.Err())
+		if len(seen) == 3 {
+			t.Regenerate = false
+		}
+	}
+	if err := rt.Submit(tk); err != nil {
+		t.Fatal(err)
+	}
+	err := rt.Wait(tk)
+	if n := strings.Count(fmt.Sprint(err), "deliberate failure"); n != 3 {
+		t.Fatalf("Wait: %v: %d failures named, want the 3 runs'", err, n)
+	}
+	if !errors.Is(tk.Err(), core.ErrTaskFailed) {
+		t.Fatalf("Err after the last run: %v", tk.Err())
+	}
+	for i, e := range seen {
+		if e == nil || !strings.Contains(e.Error(), "deliberate failure") {
+			t.Errorf("Err in the callback of run %d: %v, want the run's failure", i+1, e)
+		}
+	}
+	all := rt.WaitForAll()
+	if n := strings.Count(fmt.Sprint(all), "deliberate failure"); n != 3 {
+		t.Fatalf("WaitForAll: %v: %d failures, want 3", all, n)
+	}
+}
+
+// A task may submit itself again from its own callback (StarPU's
+// subgraph_repeat does): each submission runs once, in order.
+func TestResubmitFromCallback(t *testing.T) {
+	rt := startWorkers(t, 1, nil)
+	x := []float32{1}
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	var subErr error
+	done := make(chan struct{})
+	tk := &core.Task{Codelet: scalF32, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode()}
+	tk.Callback = func(t *core.Task) {
+		if runs.Add(1) < 4 {
+			if err := rt.Submit(t); err != nil {
+				subErr = err
+				close(done)
+			}
+			return
+		}
+		close(done)
+	}
+	if err := rt.Submit(tk); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the resubmissions did not end")
+	}
+	if subErr != nil {
+		t.Fatalf("Submit from the task's own callback: %v", subErr)
+	}
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if runs.Load() != 4 || x[0] != 16 {
+		t.Fatalf("%d runs, x = %v; want 4 runs and 16", runs.Load(), x[0])
+	}
+	// Submitting it twice from one callback is still refused.
+	var second error
+	tw := &core.Task{Codelet: emptyCl}
+	tw.Callback = func(t *core.Task) {
+		if runs.Add(1) == 5 {
+			_ = rt.Submit(t)
+			second = rt.Submit(t)
+		}
+	}
+	if err := rt.Submit(tw); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(second, core.ErrInvalidTask) {
+		t.Fatalf("a second Submit from the same callback: %v, want ErrInvalidTask", second)
+	}
+}
+
+// Dependencies declared with DeclareDeps hold for every run Regenerate
+// makes: run k of the successor waits for run k of its predecessor.
+func TestDeclareDepsPersistAcrossRegenerations(t *testing.T) {
+	rt := start(t, core.Options{Config: testConfig(crashyDir)})
+	sleep := &core.Codelet{Name: "sleep", Kernels: map[driver.Arch]string{driver.CPU: "test_sleep"}}
+	const rounds = 3
+	var aRuns atomic.Int32
+	var mu sync.Mutex
+	var seen []int32 // A's runs finished when each run of B ran its callback
+	a := &core.Task{Codelet: sleep, Arg: binary.LittleEndian.AppendUint64(nil, uint64(30*time.Millisecond)), Regenerate: true}
+	a.Callback = func(t *core.Task) {
+		if aRuns.Add(1) == rounds {
+			t.Regenerate = false
+		}
+	}
+	b := &core.Task{Codelet: emptyCl, Regenerate: true}
+	b.Callback = func(t *core.Task) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, aRuns.Load())
+		if len(seen) == rounds {
+			t.Regenerate = false
+		}
+	}
+	if err := rt.DeclareDeps(b, a); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range []*core.Task{b, a} {
+		if err := rt.Submit(tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- rt.WaitForAll() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the regenerated tasks did not finish")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for k, n := range seen {
+		if n < int32(k+1) {
+			t.Fatalf("run %d of B ran after only %d runs of A (%v): its dependency lasted one run", k+1, n, seen)
+		}
+	}
+}
