@@ -1080,3 +1080,30 @@ func TestTaskNames(t *testing.T) {
 		}
 	}
 }
+
+// A kernel error longer than a completion ring message is cut, not lost:
+// the task fails with the start of it and the worker goes on running tasks
+// (it used to stop, and Wait never returned).
+func TestLongKernelError(t *testing.T) {
+	cfg := testConfig(crashyDir)
+	cfg.NCPU = 1
+	rt := start(t, core.Options{Config: cfg})
+	long := &core.Codelet{Name: "long", Kernels: map[driver.Arch]string{driver.CPU: "test_long_fail"}}
+	tk := &core.Task{Codelet: long}
+	if err := rt.Submit(tk); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rt.Wait(tk) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, core.ErrTaskFailed) || !strings.Contains(err.Error(), "deliberate failure: éé") || !strings.Contains(err.Error(), "bytes cut]") {
+			t.Fatalf("Wait: %.200v..., want the cut kernel error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Wait on a task with a long kernel error did not return")
+	}
+	if err := rt.Submit(&core.Task{Codelet: emptyCl, Synchronous: true}); err != nil {
+		t.Fatalf("a task after the long error: %v", err)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 	_ "unsafe" // go:linkname
 
 	"github.com/starpu-go/starpu/pluginapi/kernel"
@@ -547,6 +548,28 @@ type Completion struct {
 	EndNs   int64
 	// Err is the kernel's error message when Failed.
 	Err []byte
+}
+
+// MaxErrLen bounds a Completion's error text: any completion ring carries
+// it (a ring message holds up to half the ring, and the core's completion
+// rings are far larger), so a kernel's error, however long, can always be
+// reported. SetErr cuts longer texts.
+const MaxErrLen = 4096
+
+// SetErr marks c failed with err's text, cut to MaxErrLen bytes on a UTF-8
+// boundary, saying how much was cut.
+func (c *Completion) SetErr(err error) {
+	c.Failed = true
+	msg := err.Error()
+	if len(msg) > MaxErrLen {
+		const note = " [... %d bytes cut]"
+		keep := MaxErrLen - len(note) - 8 // room for the count
+		for keep > 0 && !utf8.RuneStart(msg[keep]) {
+			keep--
+		}
+		msg = msg[:keep] + fmt.Sprintf(note, len(msg)-keep)
+	}
+	c.Err = append(c.Err[:0], msg...)
 }
 
 // CompletionLen is the size of a Completion with an error of errLen bytes.

@@ -3,7 +3,9 @@ package wire
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -75,5 +77,40 @@ func TestNowIsClockMonotonic(t *testing.T) {
 	after := Now()
 	if sys := ts.Nano(); sys < before || sys > after {
 		t.Fatalf("CLOCK_MONOTONIC %d outside Now's [%d, %d]", sys, before, after)
+	}
+}
+
+// SetErr keeps short errors whole and cuts long ones on a rune boundary
+// within MaxErrLen, saying how much it cut.
+func TestCompletionSetErr(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msg  string
+		cut  bool
+	}{
+		{"short", "kernel failed", false},
+		{"exactly the bound", strings.Repeat("x", MaxErrLen), false},
+		{"ascii over", strings.Repeat("x", MaxErrLen+1), true},
+		{"multi-byte runes", strings.Repeat("é", 40000), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Completion
+			c.SetErr(errors.New(tc.msg))
+			if !c.Failed || len(c.Err) > MaxErrLen || !utf8.Valid(c.Err) {
+				t.Fatalf("failed %v, %d bytes, valid UTF-8 %v", c.Failed, len(c.Err), utf8.Valid(c.Err))
+			}
+			if got := strings.Contains(string(c.Err), "bytes cut]"); got != tc.cut {
+				t.Fatalf("cut note %v, want %v: %q", got, tc.cut, c.Err[max(0, len(c.Err)-40):])
+			}
+			if !tc.cut && string(c.Err) != tc.msg {
+				t.Fatal("a short error changed")
+			}
+			b := make([]byte, CompletionLen(len(c.Err)))
+			c.Encode(b)
+			var d Completion
+			if err := d.Decode(b); err != nil || string(d.Err) != string(c.Err) {
+				t.Fatalf("round trip: %v", err)
+			}
+		})
 	}
 }

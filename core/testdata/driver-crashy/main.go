@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/kernel"
@@ -22,6 +23,11 @@ func main() {
 	}
 	cpudriver.Serve(cpudriver.WithKernels(kernels.Library()...), cpudriver.WithKernels(
 		kernel.Kernel{Name: "test_fail", Func: func(*kernel.Context) error { return errors.New("deliberate failure") }},
+		// test_long_fail fails with an error longer than a completion ring
+		// message.
+		kernel.Kernel{Name: "test_long_fail", Func: func(*kernel.Context) error {
+			return errors.New("deliberate failure: " + strings.Repeat("é", 40000))
+		}},
 		kernel.Kernel{Name: "test_exit", Func: func(*kernel.Context) error { os.Exit(7); return nil }},
 		// test_half_exit writes -1 over the first half of its float32
 		// buffer, then dies: a driver killed mid-kernel.

@@ -316,8 +316,7 @@ func (d *Driver) runRing(w *worker, r *shm.Ring, name string) error {
 		}
 		c := wire.Completion{ID: w.exec.ID, StartNs: wire.Now()}
 		if err := d.execute(w); err != nil {
-			c.Failed = true
-			c.Err = []byte(err.Error())
+			c.SetErr(err)
 		}
 		c.EndNs = wire.Now()
 		// The completion is committed before the Exec is released: the

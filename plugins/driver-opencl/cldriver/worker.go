@@ -21,10 +21,6 @@ import (
 // flushes its queues, so that the device starts on a long batch early.
 const flushEvery = 16
 
-// maxErrLen bounds a completion's error text, to keep it well inside the
-// completion ring's largest message.
-const maxErrLen = 4096
-
 // drainTimeout bounds how long a stopping worker waits for its commands.
 const drainTimeout = time.Minute
 
@@ -273,12 +269,7 @@ func (w *worker) handle(msg []byte) error {
 // post writes a completion, failed with err's text when err is not nil.
 func (w *worker) post(c wire.Completion, err error) error {
 	if err != nil {
-		c.Failed = true
-		msg := err.Error()
-		if len(msg) > maxErrLen {
-			msg = msg[:maxErrLen]
-		}
-		c.Err = []byte(msg)
+		c.SetErr(err)
 	}
 	b, rerr := w.completion.ReserveWait(wire.CompletionLen(len(c.Err)), func() bool { return !w.d.stop.Load() })
 	if rerr != nil {
