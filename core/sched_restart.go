@@ -4,7 +4,9 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/starpu-go/starpu/core/internal/loader"
@@ -123,6 +125,13 @@ func (rt *Runtime) restartSched(c *SchedContext) {
 		if p != nil {
 			p.Kill()
 		}
+		c.mu.Lock()
+		deleted := c.deleted
+		c.mu.Unlock()
+		if deleted {
+			rt.abandonRestart(c)
+			return
+		}
 		rt.log.Error("scheduler plugin restart failed", "context", c.name, "sched", c.policy, "error", err)
 		e.sync(func() {
 			e.schedDied(c, fmt.Errorf("%w: scheduler sched-%s of %s (pid %d) %s, and its restart failed: %w",
@@ -169,6 +178,11 @@ func (rt *Runtime) restartSched(c *SchedContext) {
 			}
 		}
 	})
+	if errors.Is(err, ErrSchedContextDeleted) {
+		p.Kill()
+		rt.abandonRestart(c)
+		return
+	}
 	if err == nil {
 		if err = s.Init(ctx, rt.schedInit(workers, c.rings)); err != nil {
 			err = fmt.Errorf("init: %w", err)
@@ -196,10 +210,25 @@ func (rt *Runtime) restartSched(c *SchedContext) {
 	})
 	if err != nil {
 		p.Kill()
+		rt.abandonRestart(c)
 		return
 	}
 	for _, j := range held {
 		e.push(j, -1)
+	}
+}
+
+// abandonRestart ends the restart of deleted context c's policy: Delete
+// moved its tasks and left it its rings (a restart under way may still
+// use them), which go back to the free list now, unless Delete is still
+// to reach that step and will free them itself, seeing no restart.
+func (rt *Runtime) abandonRestart(c *SchedContext) {
+	rt.log.Info("scheduler plugin restart called off: its context was deleted", "context", c.name, "sched", c.policy)
+	rt.ctxs.mu.Lock()
+	defer rt.ctxs.mu.Unlock()
+	c.restarting.Store(false)
+	if !slices.Contains(*rt.engine.ctxs.Load(), c) {
+		rt.ctxs.freeRings = append(rt.ctxs.freeRings, c.rings)
 	}
 }
 
