@@ -3,11 +3,11 @@
 
 GO ?= go
 BIN := bin
-PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driver-opencl $(BIN)/plugins/sched-dmda $(BIN)/plugins/sched-eager $(BIN)/plugins/iface-csr $(BIN)/plugins/iface-coo
+PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driver-opencl $(BIN)/plugins/sched-dmda $(BIN)/plugins/sched-eager $(BIN)/plugins/iface-csr $(BIN)/plugins/iface-coo $(BIN)/plugins/sched-prio $(BIN)/plugins/sched-random $(BIN)/plugins/sched-lws $(BIN)/plugins/sched-heteroprio
 # Packages whose tests run under the race detector: the runtime and the
 # contracts. The plugins' and tools' tests run without it (cgo BLAS under
 # -race is slow and has no shared state to check).
-RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/... ./plugins/sched-dmda/...
+RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/... ./plugins/sched-dmda/... ./plugins/sched-prio/... ./plugins/sched-random/... ./plugins/sched-lws/... ./plugins/sched-heteroprio/...
 PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./cmd/... ./examples/...
 
 .PHONY: all build demo test setup bench lint
@@ -22,6 +22,10 @@ build:
 	$(GO) build -o $(BIN)/plugins/sched-eager ./examples/sched-eager
 	$(GO) build -o $(BIN)/plugins/iface-csr ./plugins/iface-csr
 	$(GO) build -o $(BIN)/plugins/iface-coo ./plugins/iface-coo
+	$(GO) build -o $(BIN)/plugins/sched-prio ./plugins/sched-prio
+	$(GO) build -o $(BIN)/plugins/sched-random ./plugins/sched-random
+	$(GO) build -o $(BIN)/plugins/sched-lws ./plugins/sched-lws
+	$(GO) build -o $(BIN)/plugins/sched-heteroprio ./plugins/sched-heteroprio
 	@# The loader refuses group- or world-writable plugins (umask 002 makes them so).
 	chmod go-w $(BIN)/plugins $(BIN)/plugins/*
 

@@ -186,6 +186,7 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	cfg = selectSched(ctx, cfg, log, os.Stderr) // StarPU's aliases and STARPU_SCHED=help (sched_select.go)
 	rt := &Runtime{cfg: cfg, log: log, getenv: getenv}
 	rt.tags.byID = map[TagID]*tagState{}
 	rt.handles.set = map[*Handle]struct{}{}
@@ -431,7 +432,11 @@ func (rt *Runtime) loadScheduler(ctx context.Context, f SchedulerFactory, cands 
 			return err
 		}
 	}
-	return rt.configure(ctx, rt.sched, "sched-"+rt.cfg.Sched)
+	if err := rt.configure(ctx, rt.sched, "sched-"+rt.cfg.Sched); err != nil {
+		return err
+	}
+	logSched(ctx, rt.log, rt.cfg, rt.sched)
+	return nil
 }
 
 // start creates the workers, their rings, and starts drivers, scheduler and

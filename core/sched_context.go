@@ -216,6 +216,7 @@ func (rt *Runtime) createContext(ctx context.Context, x config.Context) (_ *Sche
 	if err := rt.usable(); err != nil {
 		return nil, err
 	}
+	x = rt.cfg.ResolveContextSched(x) // StarPU's aliases: a context may be dmdas or dmdar
 	if strings.TrimSpace(x.Name) == "" {
 		return nil, errors.New("create scheduling context: empty name")
 	}

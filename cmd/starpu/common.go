@@ -127,7 +127,10 @@ func (f *runtimeFlags) start(ctx context.Context) (*core.Runtime, error) {
 		cfg.PluginDir = f.pluginDir
 	}
 	if f.sched != "" {
+		// --sched dmdas selects dmda with sorted = true, as
+		// STARPU_SCHED=dmdas does (Load resolved the latter).
 		cfg.Sched = f.sched
+		cfg.ResolveSchedAliases()
 	}
 	if f.ncpu.set {
 		cfg.NCPU = f.ncpu.v

@@ -33,6 +33,7 @@ commands:
   bench sgemm              OpenBLAS's own sgemm GFlop/s, the reference for the Cholesky figures
   bench soak               a long mixed workload while memory and goroutines are sampled:
                            tells whether they stay flat (--duration, --max-growth-pct)
+  sched list               scheduling policies in the plugin directory, with their settings
   perfmodel list           performance models stored for this host
   perfmodel show NAME      a model's history per architecture and its regression
   perfmodel plot NAME      an SVG of duration against size (-o FILE.svg)
@@ -119,6 +120,8 @@ func dispatch(ctx context.Context, args []string, out io.Writer) error {
 			return soak(ctx, args[2:], out)
 		}
 		return usagef("bench: unknown benchmark %q (overhead, bandwidth, sgemm, soak)", args[1])
+	case "sched":
+		return schedCmd(ctx, args[1:], out)
 	case "perfmodel":
 		return perfmodelCmd(args[1:], out)
 	case "version", "-version", "--version":

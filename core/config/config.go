@@ -69,7 +69,13 @@ type Config struct {
 	// others than the current user or root could write.
 	PluginDir string
 	// Sched is the name of the scheduling policy. Default "ws".
+	// StarPU's names served by another policy with a setting (dmdas,
+	// dmdar: SchedAliases) are resolved by ResolveSchedAliases, which
+	// Load calls; SchedHelp asks for the list of policies.
 	Sched string
+	// SchedAlias is the alias Sched was given as ("dmdas" for Sched
+	// "dmda"), set by ResolveSchedAliases; empty otherwise.
+	SchedAlias string
 	// NCPU is the number of CPU workers; -1 means one per core (the default).
 	NCPU int
 	// QueueDepth is how many tasks are handed to one worker ahead, 1..64
@@ -122,6 +128,11 @@ type Config struct {
 	// Contexts are the scheduling contexts created at Init, from
 	// `context "name" { ... }` blocks, in file order.
 	Contexts []Context
+
+	// userPlugins are the plugin blocks as they were before
+	// ResolveSchedAliases put a global alias's setting into one; nil when
+	// it did not. Never modified once set, so copies may share it.
+	userPlugins map[string]Plugin
 }
 
 // Context declares a scheduling context: a set of workers scheduled by their

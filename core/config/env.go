@@ -152,8 +152,9 @@ func ParseDuration(s string) (time.Duration, error) {
 
 // Load builds the runtime's configuration: Default(), overlaid by the
 // configuration file (explicitPath if non-empty, else the file named by
-// STARPU_CONFIG, else none), overlaid by the environment (ApplyEnv), then
-// validated. A nil getenv means os.Getenv.
+// STARPU_CONFIG, else none), overlaid by the environment (ApplyEnv), with
+// StarPU's policy aliases resolved (ResolveSchedAliases), then validated.
+// A nil getenv means os.Getenv.
 func Load(getenv func(string) string, explicitPath string) (*Config, error) {
 	return LoadWithDefaults(Default(), getenv, explicitPath)
 }
@@ -183,6 +184,7 @@ func LoadWithDefaults(defaults *Config, getenv func(string) string, explicitPath
 	if err := c.ApplyEnv(getenv); err != nil {
 		return nil, err
 	}
+	c.ResolveSchedAliases()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ import (
 
 func main() {
 	// Name is what STARPU_SCHED selects: it must match the binary's
-	// sched-<name>.
-	sched.ServePolicy(base.Info{Name: "eager", Version: "0.1.0"}, func() sched.Policy { return eager.New() })
+	// sched-<name>. Description is the line `starpu sched list` shows.
+	info := base.Info{Name: "eager", Version: "0.1.0", Description: "one central FIFO (StarPU's eager): a worker takes the oldest task it can run"}
+	sched.ServePolicy(info, func() sched.Policy { return eager.New() })
 }

@@ -34,7 +34,14 @@ type Info struct {
 	Name        string
 	Version     string
 	APIVersions []int
+	// Description says in one line what the plugin does, for listings
+	// such as `starpu sched list` (optional; at most MaxDescription bytes
+	// of printable text).
+	Description string
 }
+
+// MaxDescription bounds Info.Description.
+const MaxDescription = 1024
 
 // AttrType is the type of one configuration attribute.
 type AttrType string

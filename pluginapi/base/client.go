@@ -160,7 +160,7 @@ const maxLabelPart = 255
 // pluginInfoReply converts and checks a PluginInfo reply: kind and name
 // are what the plugin's label and binary name are made of, so they must be
 // non-empty, printable and free of spaces and slashes; API versions start
-// at 1.
+// at 1; the description is one printable line (checkDescription).
 func pluginInfoReply(resp *proto.PluginInfoResponse) (*Info, error) {
 	if resp == nil {
 		return nil, errors.New("no info")
@@ -176,7 +176,25 @@ func pluginInfoReply(resp *proto.PluginInfoResponse) (*Info, error) {
 			return nil, fmt.Errorf("API version %d is %d; versions start at 1", i, v)
 		}
 	}
+	if err := checkDescription(resp.GetDescription()); err != nil {
+		return nil, err
+	}
 	return pluginInfoFromProto(resp), nil
+}
+
+// checkDescription checks a plugin's description: one line of printable
+// text, at most MaxDescription bytes, since listings print it to a
+// terminal as it comes.
+func checkDescription(s string) error {
+	if len(s) > MaxDescription {
+		return fmt.Errorf("description of %d bytes, more than %d", len(s), MaxDescription)
+	}
+	for _, r := range s {
+		if r != ' ' && !unicode.IsPrint(r) {
+			return fmt.Errorf("description %q: it may not hold %q", s, r)
+		}
+	}
+	return nil
 }
 
 // checkLabelPart checks a plugin's kind or name (what says which) as

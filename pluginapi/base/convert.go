@@ -16,9 +16,10 @@ func SpanFromProto(s *proto.Span) Span { return Span{Offset: s.GetOffset(), Size
 // nil.
 func pluginInfoToProto(info *Info) *proto.PluginInfoResponse {
 	resp := &proto.PluginInfoResponse{
-		Kind:    string(info.Kind),
-		Name:    info.Name,
-		Version: info.Version,
+		Kind:        string(info.Kind),
+		Name:        info.Name,
+		Version:     info.Version,
+		Description: info.Description,
 	}
 	for _, v := range info.APIVersions {
 		resp.ApiVersions = append(resp.ApiVersions, int32(v))
@@ -30,9 +31,10 @@ func pluginInfoToProto(info *Info) *proto.PluginInfoResponse {
 // (pluginInfoReply checks it); a nil reply is the zero Info.
 func pluginInfoFromProto(resp *proto.PluginInfoResponse) *Info {
 	info := &Info{
-		Kind:    Kind(resp.GetKind()),
-		Name:    resp.GetName(),
-		Version: resp.GetVersion(),
+		Kind:        Kind(resp.GetKind()),
+		Name:        resp.GetName(),
+		Version:     resp.GetVersion(),
+		Description: resp.GetDescription(),
 	}
 	for _, v := range resp.GetApiVersions() {
 		info.APIVersions = append(info.APIVersions, int(v))

@@ -15,7 +15,7 @@ func TestPluginInfoConvert(t *testing.T) {
 		{"zero", &Info{}},
 		{"no API versions", &Info{Kind: KindDriver, Name: "cpu", Version: "0.1"}},
 		{"one API version", &Info{Kind: KindScheduler, Name: "ws", APIVersions: []int{APIVersion}}},
-		{"every field", &Info{Kind: KindInterface, Name: "csr", Version: "1.2.3", APIVersions: []int{1, 2, 7}}},
+		{"every field", &Info{Kind: KindInterface, Name: "csr", Version: "1.2.3", APIVersions: []int{1, 2, 7}, Description: "CSR sparse matrices"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := pluginInfoFromProto(pluginInfoToProto(tc.in)); !reflect.DeepEqual(got, tc.in) {

@@ -31,7 +31,8 @@ func addSeeds[M gproto.Message](f *testing.F, msgs ...M) {
 func FuzzPluginInfoReply(f *testing.F) {
 	addSeeds(f,
 		&proto.PluginInfoResponse{Kind: "driver", Name: "cpu", Version: "1.0", ApiVersions: []int32{1}},
-		&proto.PluginInfoResponse{Kind: "sched", Name: "ws", ApiVersions: []int32{1, 2, 3}},
+		&proto.PluginInfoResponse{Kind: "sched", Name: "ws", ApiVersions: []int32{1, 2, 3}, Description: "work stealing"},
+		&proto.PluginInfoResponse{Kind: "sched", Name: "ws", ApiVersions: []int32{1}, Description: "two\nlines"},
 		&proto.PluginInfoResponse{Kind: "iface", Name: "c s r", ApiVersions: []int32{0, -1}},
 		&proto.PluginInfoResponse{},
 	)
@@ -57,6 +58,10 @@ func FuzzPluginInfoReply(f *testing.F) {
 			if v < 1 {
 				t.Fatalf("accepted API version %d", v)
 			}
+		}
+		if len(info.Description) > MaxDescription || !utf8.ValidString(info.Description) ||
+			strings.IndexFunc(info.Description, func(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }) >= 0 {
+			t.Fatalf("accepted description %q", info.Description)
 		}
 		back, err := NewBasePluginServer(&fakePlugin{info: info}).PluginInfo(context.Background(), nil)
 		if err != nil {

@@ -8,5 +8,5 @@ import (
 )
 
 func main() {
-	sched.ServePolicy(base.Info{Name: "ws", Version: "0.1.0"}, func() sched.Policy { return ws.New() })
+	sched.ServePolicy(base.Info{Name: "ws", Version: "0.1.0", Description: ws.Description}, func() sched.Policy { return ws.New() })
 }

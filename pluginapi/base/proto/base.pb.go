@@ -70,7 +70,9 @@ type PluginInfoResponse struct {
 	// version is the plugin's own version.
 	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
 	// api_versions lists the contract versions (base.APIVersion) it supports.
-	ApiVersions   []int32 `protobuf:"varint,4,rep,packed,name=api_versions,json=apiVersions,proto3" json:"api_versions,omitempty"`
+	ApiVersions []int32 `protobuf:"varint,4,rep,packed,name=api_versions,json=apiVersions,proto3" json:"api_versions,omitempty"`
+	// description says in one line what the plugin does (optional).
+	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -131,6 +133,13 @@ func (x *PluginInfoResponse) GetApiVersions() []int32 {
 		return x.ApiVersions
 	}
 	return nil
+}
+
+func (x *PluginInfoResponse) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
 }
 
 type ConfigSchemaRequest struct {
@@ -433,12 +442,13 @@ var File_pluginapi_base_proto_base_proto protoreflect.FileDescriptor
 const file_pluginapi_base_proto_base_proto_rawDesc = "" +
 	"\n" +
 	"\x1fpluginapi/base/proto/base.proto\x12\x13starpu.plugins.base\"\x13\n" +
-	"\x11PluginInfoRequest\"y\n" +
+	"\x11PluginInfoRequest\"\x9b\x01\n" +
 	"\x12PluginInfoResponse\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12!\n" +
-	"\fapi_versions\x18\x04 \x03(\x05R\vapiVersions\"\x15\n" +
+	"\fapi_versions\x18\x04 \x03(\x05R\vapiVersions\x12 \n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\x15\n" +
 	"\x13ConfigSchemaRequest\"v\n" +
 	"\x04Attr\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +

@@ -5,7 +5,9 @@
 // data to the worker's memory node. Each worker then runs its own queue in
 // order; nothing is stolen. With the setting sorted = true it is dmdas: the
 // queues are ordered by priority and a task's expected start only counts
-// the queued work that will run before it.
+// the queued work that will run before it. With ready = true it is dmdar:
+// a worker takes first, among its most urgent tasks, the one whose data
+// is already on its memory node.
 //
 // The decision for a task t, among the workers w that can run it:
 //
@@ -18,7 +20,9 @@
 // When some worker's architecture has no calibrated prediction for t, the
 // policy calibrates instead, again as StarPU does: t goes to the
 // uncalibrated worker with the fewest tasks, so that every architecture
-// that can run t gets samples. docs/design/scheduling.md has the details.
+// that can run t gets samples, and says so once per codelet and
+// architecture in the plugin's log. docs/design/scheduling.md has the
+// details.
 package dmda
 
 import (
@@ -28,11 +32,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/sched/schedkit"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
+
+// Description is the policy's one line in `starpu sched list`.
+const Description = "deque model data aware (StarPU's dmda, HEFT-like): each task to the worker expected to finish it first, transfers included"
 
 // Environment variables that override the config attributes alpha and
 // beta, with StarPU's names.
@@ -43,40 +53,46 @@ const (
 
 // Policy is the dmda policy. The host calls it from one goroutine.
 type Policy struct {
-	ws     []*wstate // by worker id; nil where there is no worker
-	order  []int     // worker ids in the order of Init/AddWorkers
-	parked []*sched.Task
-	closed bool
+	workers schedkit.Table[wstate]
+	closed  bool
 
 	alpha, beta float64
 	sorted      bool
+	ready       bool
 	getenv      func(string) string
 	now         func() int64 // monotonic ns; fields so tests can drive them
-	ends        []int64      // scratch for best, by position in order
+	ends        []int64      // scratch for best, by position in workers.Slots
+
+	log hclog.Logger
+	// warned[c][a] is set once codelet c's missing model on architecture
+	// a was logged: the warning is for the user, once, not per task.
+	// Codelets are numbered densely from 0 (sched.Task.Codelet); those
+	// beyond maxWarned go to warnedFar.
+	warned    [][wire.NumArch]bool
+	warnedFar map[uint64]bool
 }
+
+// maxWarned bounds the dense table of uncalibrated-model warnings.
+const maxWarned = 1 << 16
+
+// slot is one worker of the policy.
+type slot = schedkit.Slot[wstate]
 
 // wstate is one worker's queue and expected load.
 type wstate struct {
-	w        sched.Worker
-	bit      uint32   // driver.ArchBit(w.Arch), and
-	arch     int      // driver.ArchIndex(w.Arch), computed once: decisions test them per worker
-	q        queue    // decided for this worker, not popped yet
+	// q holds the tasks decided for the worker and not popped yet, each
+	// with the ns it is charged (schedkit.Entry.Cost); unsorted, they are
+	// all queued at priority 0: one FIFO.
+	q        schedkit.Queue
 	running  []flight // popped and not finished, in pop order
 	runNs    int64    // predicted ns of running
 	runStart int64    // when running[0] started, as far as the policy knows
 }
 
-// canRun is t.CanRun(&s.w) for an unbound t, without looking up the
-// architecture.
-func (s *wstate) canRun(t *sched.Task) bool { return t.ArchMask&s.bit != 0 }
-
-// length is t.LengthOn(&s.w).
-func (s *wstate) length(t *sched.Task) int64 {
-	if s.arch < 0 {
-		return -1
-	}
-	return t.Length[s.arch]
-}
+// archCanRun is s.CanRun(t) for a t bound to no worker: the decision
+// loops test it for every worker, and the test of Task.Worker they can
+// skip costs about 1 ns a worker.
+func archCanRun(s *slot, t *sched.Task) bool { return t.ArchMask&s.Bit != 0 }
 
 // flight is a popped task and the ns it was charged on its worker.
 type flight struct {
@@ -84,10 +100,15 @@ type flight struct {
 	ns int64
 }
 
-// New returns the dmda policy with alpha = beta = 1, unsorted.
+// New returns the dmda policy with alpha = beta = 1, unsorted, logging
+// nowhere until SetLogger.
 func New() *Policy {
-	return &Policy{alpha: 1, beta: 1, getenv: os.Getenv, now: wire.Now}
+	return &Policy{alpha: 1, beta: 1, getenv: os.Getenv, now: wire.Now, log: hclog.NewNullLogger()}
 }
+
+// SetLogger sets where the policy writes its warnings: the plugin's
+// logger, whose lines reach the runtime's log.
+func (p *Policy) SetLogger(l hclog.Logger) { p.log = l }
 
 // ConfigSchema implements sched.Configurable.
 func (p *Policy) ConfigSchema() *base.Schema {
@@ -95,6 +116,7 @@ func (p *Policy) ConfigSchema() *base.Schema {
 		{Name: "alpha", Type: base.AttrFloat, Default: "1", Doc: "weight of the expected completion time (env " + EnvAlpha + " overrides)"},
 		{Name: "beta", Type: base.AttrFloat, Default: "1", Doc: "weight of the data transfer time (env " + EnvBeta + " overrides)"},
 		{Name: "sorted", Type: base.AttrBool, Default: "false", Doc: "dmdas: order each worker's queue by priority"},
+		{Name: "ready", Type: base.AttrBool, Default: "false", Doc: "dmdar: a worker takes first, among its most urgent tasks, one whose data is on its node"},
 	}}
 }
 
@@ -124,6 +146,9 @@ func (p *Policy) SetConfig(cfg base.Config) error {
 	}
 	if v, ok := cfg["sorted"].(bool); ok {
 		p.sorted = v
+	}
+	if v, ok := cfg["ready"].(bool); ok {
+		p.ready = v
 	}
 	return nil
 }
@@ -156,10 +181,8 @@ func (p *Policy) Init(workers []sched.Worker) error {
 		}
 		*e.dst = f
 	}
-	for _, w := range workers {
-		if w.ID < 0 {
-			return fmt.Errorf("worker id %d: must not be negative", w.ID)
-		}
+	if err := schedkit.CheckWorkers(workers); err != nil {
+		return err
 	}
 	p.AddWorkers(workers)
 	return nil
@@ -175,19 +198,8 @@ func (p *Policy) Beta() float64 { return p.beta }
 // AddWorkers implements sched.Policy. Tasks that no worker could run so far
 // are decided again.
 func (p *Policy) AddWorkers(workers []sched.Worker) {
-	for _, w := range workers {
-		if w.ID < 0 || w.ID < len(p.ws) && p.ws[w.ID] != nil {
-			continue
-		}
-		for w.ID >= len(p.ws) {
-			p.ws = append(p.ws, nil)
-		}
-		p.ws[w.ID] = &wstate{w: w, bit: driver.ArchBit(w.Arch), arch: driver.ArchIndex(w.Arch)}
-		p.order = append(p.order, w.ID)
-	}
-	parked := p.parked
-	p.parked = nil
-	for _, t := range parked {
+	p.workers.Add(workers)
+	for _, t := range p.workers.Unpark() {
 		p.Push(t)
 	}
 }
@@ -197,19 +209,8 @@ func (p *Policy) AddWorkers(workers []sched.Worker) {
 // worker waits until it is added back.
 func (p *Policy) RemoveWorkers(ids []int) {
 	var orphans []*sched.Task
-	for _, id := range ids {
-		s := p.state(id)
-		if s == nil {
-			continue
-		}
-		orphans = s.q.appendAll(orphans)
-		p.ws[id] = nil
-		for i, o := range p.order {
-			if o == id {
-				p.order = append(p.order[:i], p.order[i+1:]...)
-				break
-			}
-		}
+	for _, s := range p.workers.Remove(ids) {
+		orphans = s.State.q.Drain(orphans)
 	}
 	for _, t := range orphans {
 		p.Push(t)
@@ -223,10 +224,10 @@ func (p *Policy) Push(t *sched.Task) {
 	}
 	now := p.now()
 	if t.Worker >= 0 {
-		if s := p.state(int(t.Worker)); s != nil {
+		if s := p.workers.Get(int(t.Worker)); s != nil {
 			p.assign(s, t, now)
 		} else {
-			p.parked = append(p.parked, t)
+			p.workers.Park(t)
 		}
 		return
 	}
@@ -238,27 +239,27 @@ func (p *Policy) Push(t *sched.Task) {
 		p.assign(s, t, now)
 		return
 	}
-	p.parked = append(p.parked, t) // no worker can run it now
+	p.workers.Park(t) // no worker can run it now
 }
 
 // calibrating returns the worker for t when some worker that can run t has
 // no prediction for it: among those, the one with the fewest tasks, then
 // the one expected free first. It returns nil when every capable worker
 // has a prediction (or none can run t).
-func (p *Policy) calibrating(t *sched.Task, now int64) *wstate {
-	var best *wstate
+func (p *Policy) calibrating(t *sched.Task, now int64) *slot {
+	var best *slot
 	var bestN int
 	var bestFree int64
-	for _, id := range p.order {
-		s := p.ws[id]
-		if !s.canRun(t) || s.length(t) >= 0 {
+	for _, s := range p.workers.Slots() {
+		if !archCanRun(s, t) || s.Length(t) >= 0 {
 			continue
 		}
-		n := s.q.n + len(s.running)
+		p.warnUncalibrated(t.Codelet, s.ArchIndex)
+		n := s.State.q.Len() + len(s.State.running)
 		if best != nil && n > bestN {
 			continue
 		}
-		free := p.free(s, t.Priority, now)
+		free := p.free(&s.State, t.Priority, now)
 		if best == nil || n < bestN || free < bestFree {
 			best, bestN, bestFree = s, n, free
 		}
@@ -266,30 +267,68 @@ func (p *Policy) calibrating(t *sched.Task, now int64) *wstate {
 	return best
 }
 
+// warnUncalibrated logs, the first time only, that tasks of codelet c are
+// placed without a prediction for architecture a: the schedule is then a
+// calibration run, balanced by task count, not dmda's.
+func (p *Policy) warnUncalibrated(c uint32, a int) {
+	if a < 0 {
+		return
+	}
+	if c < maxWarned {
+		for int(c) >= len(p.warned) {
+			p.warned = append(p.warned, [wire.NumArch]bool{})
+		}
+		if p.warned[c][a] {
+			return
+		}
+		p.warned[c][a] = true
+	} else {
+		k := uint64(c)<<8 | uint64(a)
+		if p.warnedFar[k] {
+			return
+		}
+		if p.warnedFar == nil {
+			p.warnedFar = map[uint64]bool{}
+		}
+		p.warnedFar[k] = true
+	}
+	p.log.Warn("uncalibrated performance model: the codelet's tasks are placed by count until it is calibrated (for good if the codelet has none)",
+		"codelet", c, "arch", archName(a))
+}
+
+// archName is the architecture with driver.ArchIndex a.
+func archName(a int) driver.Arch {
+	for _, arch := range []driver.Arch{driver.CPU, driver.CUDA, driver.OpenCL} {
+		if driver.ArchIndex(arch) == a {
+			return arch
+		}
+	}
+	return ""
+}
+
 // best returns the worker of least fitness for a calibrated t.
-func (p *Policy) best(t *sched.Task, now int64) *wstate {
+func (p *Policy) best(t *sched.Task, now int64) *slot {
 	minEnd := int64(math.MaxInt64)
 	p.ends = p.ends[:0]
-	for _, id := range p.order {
-		s := p.ws[id]
+	slots := p.workers.Slots()
+	for _, s := range slots {
 		end := int64(-1)
-		if s.canRun(t) {
-			end = p.free(s, t.Priority, now) + s.length(t)
+		if archCanRun(s, t) {
+			end = p.free(&s.State, t.Priority, now) + s.Length(t)
 			minEnd = min(minEnd, end)
 		}
 		p.ends = append(p.ends, end)
 	}
-	var best *wstate
+	var best *slot
 	bestFit := math.Inf(1)
 	bestN := 0
-	for i, id := range p.order {
-		s := p.ws[id]
+	for i, s := range slots {
 		end := p.ends[i]
 		if end < 0 {
 			continue
 		}
-		fit := p.alpha*float64(end-minEnd) + p.beta*float64(t.TransferTo(&s.w))
-		n := s.q.n + len(s.running)
+		fit := p.alpha*float64(end-minEnd) + p.beta*float64(s.Transfer(t))
+		n := s.State.q.Len() + len(s.State.running)
 		// Ties (equal predictions, zero-length tasks) go to the worker
 		// with fewer tasks, so that they still spread.
 		if fit < bestFit || fit == bestFit && n < bestN {
@@ -302,63 +341,93 @@ func (p *Policy) best(t *sched.Task, now int64) *wstate {
 // free is when s is expected to start a task of priority prio pushed now:
 // after what is left of its running tasks and, unsorted, all its queued
 // tasks; sorted, the queued tasks of priority prio or higher.
-func (p *Policy) free(s *wstate, prio int32, now int64) int64 {
+func (p *Policy) free(w *wstate, prio int32, now int64) int64 {
 	t := now
-	if len(s.running) > 0 {
-		head := s.running[0].ns
-		t += max(head-(now-s.runStart), 0) + s.runNs - head
+	if len(w.running) > 0 {
+		head := w.running[0].ns
+		t += max(head-(now-w.runStart), 0) + w.runNs - head
 	}
 	if p.sorted {
-		return t + s.q.nsAtLeast(prio)
+		return t + w.q.CostAtLeast(prio)
 	}
-	return t + s.q.ns
+	return t + w.q.Cost()
 }
 
 // assign queues t on s, charging s the predicted length and, as StarPU
 // does, the part of the transfer that would not overlap the work queued
 // before it.
-func (p *Policy) assign(s *wstate, t *sched.Task, now int64) {
-	ns := max(s.length(t), 0)
-	if tr := t.TransferTo(&s.w); tr > 0 {
-		ns += max(now+tr-p.free(s, t.Priority, now), 0)
+func (p *Policy) assign(s *slot, t *sched.Task, now int64) {
+	ns := max(s.Length(t), 0)
+	if tr := s.Transfer(t); tr > 0 {
+		ns += max(now+tr-p.free(&s.State, t.Priority, now), 0)
 	}
 	prio := t.Priority
 	if !p.sorted {
 		prio = 0 // one FIFO
 	}
-	s.q.push(entry{t: t, ns: ns}, prio)
+	s.State.q.PushAs(t, prio, ns)
 }
 
-// Pop implements sched.Policy: the worker's own queue, in order.
+// Pop implements sched.Policy: the worker's own queue, in order; with
+// ready set (dmdar), the task of the first ones whose data is nearest.
 func (p *Policy) Pop(id int) *sched.Task {
-	s := p.state(id)
-	if s == nil || p.closed || s.q.n == 0 {
+	s := p.workers.Get(id)
+	if s == nil || p.closed || s.State.q.Len() == 0 {
 		return nil
 	}
-	e := s.q.take()
-	if len(s.running) == 0 {
-		s.runStart = p.now()
+	w := &s.State
+	var e schedkit.Entry
+	if p.ready {
+		e = w.q.TakeAt(p.readyPos(s))
+	} else {
+		e, _ = w.q.PopFront()
 	}
-	s.running = append(s.running, flight{id: e.t.ID, ns: e.ns})
-	s.runNs += e.ns
-	return e.t
+	if len(w.running) == 0 {
+		w.runStart = p.now()
+	}
+	w.running = append(w.running, flight{id: e.Task.ID, ns: e.Cost})
+	w.runNs += e.Cost
+	return e.Task
+}
+
+// readyPos is dmdar's choice in s's queue, as StarPU's
+// _starpu_fifo_pop_first_ready_task makes it: among the tasks of priority
+// at least the head's (the head's bucket when sorted; unsorted, the FIFO
+// holds every priority), the first one needing the least transfer to s's
+// node, stopping at one needing none. The transfer is the one predicted
+// when the task was pushed: the core moves no data ahead of a task, so
+// the data still lies where it was.
+func (p *Policy) readyPos(s *slot) int {
+	first := s.State.q.Front().Priority
+	best, bestTr := 0, int64(math.MaxInt64)
+	s.State.q.Each(func(pos int, e schedkit.Entry) bool {
+		if e.Task.Priority < first {
+			return true
+		}
+		if tr := s.Transfer(e.Task); tr < bestTr {
+			best, bestTr = pos, tr
+		}
+		return bestTr > 0
+	})
+	return best
 }
 
 // PostExec implements sched.Policy: the task leaves its worker's load; the
 // next one is taken to start now.
 func (p *Policy) PostExec(worker int, id uint64, _ int64) {
-	s := p.state(worker)
+	s := p.workers.Get(worker)
 	if s == nil {
 		return
 	}
-	for i, f := range s.running {
+	w := &s.State
+	for i, f := range w.running {
 		if f.id != id {
 			continue
 		}
-		s.runNs -= f.ns
-		s.running = append(s.running[:i], s.running[i+1:]...)
+		w.runNs -= f.ns
+		w.running = append(w.running[:i], w.running[i+1:]...)
 		if i == 0 {
-			s.runStart = p.now()
+			w.runStart = p.now()
 		}
 		return
 	}
@@ -367,104 +436,5 @@ func (p *Policy) PostExec(worker int, id uint64, _ int64) {
 // Deinit implements sched.Policy: it drops every queued task.
 func (p *Policy) Deinit() {
 	p.closed = true
-	p.ws, p.order, p.parked = nil, nil, nil
-}
-
-func (p *Policy) state(id int) *wstate {
-	if id < 0 || id >= len(p.ws) {
-		return nil
-	}
-	return p.ws[id]
-}
-
-// entry is a queued task and the ns it is charged on its worker.
-type entry struct {
-	t  *sched.Task
-	ns int64
-}
-
-// queue holds a worker's tasks by decreasing priority, FIFO among equals
-// (one bucket per distinct priority; unsorted, everything is priority 0),
-// with the predicted ns per bucket for dmdas's expected start.
-type queue struct {
-	buckets []*bucket
-	n       int
-	ns      int64
-	spares  []*bucket // drained buckets kept for reuse: no allocation per task
-}
-
-type bucket struct {
-	prio    int32
-	entries []entry
-	head    int
-	ns      int64
-}
-
-func (q *queue) push(e entry, prio int32) {
-	i := 0
-	for i < len(q.buckets) && q.buckets[i].prio > prio {
-		i++
-	}
-	if i == len(q.buckets) || q.buckets[i].prio != prio {
-		var b *bucket
-		if k := len(q.spares); k > 0 {
-			b, q.spares = q.spares[k-1], q.spares[:k-1]
-		} else {
-			b = &bucket{}
-		}
-		b.prio = prio
-		q.buckets = append(q.buckets, nil)
-		copy(q.buckets[i+1:], q.buckets[i:])
-		q.buckets[i] = b
-	}
-	b := q.buckets[i]
-	b.entries = append(b.entries, e)
-	b.ns += e.ns
-	q.n++
-	q.ns += e.ns
-}
-
-// take removes the most urgent, oldest entry; q must not be empty.
-func (q *queue) take() entry {
-	b := q.buckets[0]
-	e := b.entries[b.head]
-	b.entries[b.head] = entry{}
-	b.head++
-	b.ns -= e.ns
-	q.n--
-	q.ns -= e.ns
-	switch {
-	case b.head == len(b.entries):
-		q.buckets = append(q.buckets[:0], q.buckets[1:]...)
-		b.entries, b.head, b.ns = b.entries[:0], 0, 0
-		q.spares = append(q.spares, b)
-	case b.head > 64 && b.head*2 > len(b.entries):
-		m := copy(b.entries, b.entries[b.head:])
-		clear(b.entries[m:])
-		b.entries, b.head = b.entries[:m], 0
-	}
-	return e
-}
-
-// nsAtLeast is the predicted ns of the entries of priority prio or higher.
-func (q *queue) nsAtLeast(prio int32) int64 {
-	var ns int64
-	for _, b := range q.buckets {
-		if b.prio < prio {
-			break
-		}
-		ns += b.ns
-	}
-	return ns
-}
-
-// appendAll empties q onto out.
-func (q *queue) appendAll(out []*sched.Task) []*sched.Task {
-	for _, b := range q.buckets {
-		for _, e := range b.entries[b.head:] {
-			out = append(out, e.t)
-		}
-	}
-	*q = queue{}
-	return out
+	p.workers.Reset()
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/sched"
@@ -52,9 +54,9 @@ func mk(id uint64, cpuNs, cudaNs int64, transfer ...int64) *sched.Task {
 // queues.
 func queued(p *Policy) map[int][]uint64 {
 	out := map[int][]uint64{}
-	for _, id := range p.order {
-		for t := p.Pop(id); t != nil; t = p.Pop(id) {
-			out[id] = append(out[id], t.ID)
+	for _, s := range p.workers.Slots() {
+		for t := p.Pop(s.ID); t != nil; t = p.Pop(s.ID) {
+			out[s.ID] = append(out[s.ID], t.ID)
 		}
 	}
 	return out
@@ -126,9 +128,9 @@ func TestExpectedFreeTime(t *testing.T) {
 	p.PostExec(0, 1, 600)
 	p.PostExec(0, 3, 100)
 	p.PostExec(1, 2, 450)
-	for i, s := range p.ws {
-		if f := p.free(s, 0, clock); f != clock || len(s.running) != 0 || s.runNs != 0 {
-			t.Fatalf("worker %d expected free at %d (now %d), running %v", i, f, clock, s.running)
+	for i, s := range p.workers.Slots() {
+		if f := p.free(&s.State, 0, clock); f != clock || len(s.State.running) != 0 || s.State.runNs != 0 {
+			t.Fatalf("worker %d expected free at %d (now %d), running %v", i, f, clock, s.State.running)
 		}
 	}
 	// A running task that overruns its prediction leaves its worker free
@@ -139,7 +141,7 @@ func TestExpectedFreeTime(t *testing.T) {
 		t.Fatal("worker 0 got nothing")
 	}
 	clock += 10_000
-	if f := p.free(p.ws[0], 0, clock); f != clock {
+	if f := p.free(&p.workers.Get(0).State, 0, clock); f != clock {
 		t.Fatalf("overrun task: free at %d, want now %d", f, clock)
 	}
 }
@@ -235,6 +237,79 @@ func TestConfigAndEnv(t *testing.T) {
 	}
 }
 
+// TestReady: dmdar pops, among the tasks of priority at least the head's,
+// the first one needing the least transfer to the worker's node.
+func TestReady(t *testing.T) {
+	// transfer to the GPU's node and priority of each task, in push
+	// order; bound to the GPU so that the decision is not in question.
+	type tk struct {
+		transfer int64
+		prio     int32
+	}
+	cases := []struct {
+		name   string
+		sorted bool
+		tasks  []tk
+		want   string // pop order of task IDs (1-based)
+	}{
+		{"nearest first", false, []tk{{500, 0}, {0, 0}, {100, 0}, {100, 0}}, "[2 3 4 1]"},
+		{"FIFO when all are there", false, []tk{{0, 0}, {0, 0}, {0, 0}}, "[1 2 3]"},
+		{"not below the head's priority", false, []tk{{500, 1}, {0, 0}, {100, 2}}, "[3 1 2]"},
+		{"sorted: the head's priority only", true, []tk{{0, 0}, {500, 3}, {100, 3}, {0, 1}}, "[3 2 4 1]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var clock int64 = 1
+			p := newPolicy(t, &clock, c.sorted, cpu, cuda)
+			if err := p.SetConfig(base.Config{"ready": true}); err != nil {
+				t.Fatal(err)
+			}
+			for i, x := range c.tasks {
+				task := mk(uint64(i+1), 100, 100, 0, 0, x.transfer) // the GPU is on node 2
+				task.Worker, task.Priority = 1, x.prio
+				p.Push(task)
+			}
+			var got []uint64
+			for task := p.Pop(1); task != nil; task = p.Pop(1) {
+				got = append(got, task.ID)
+			}
+			if fmt.Sprint(got) != c.want {
+				t.Fatalf("popped %v, want %s", got, c.want)
+			}
+		})
+	}
+}
+
+// TestUncalibratedWarning: placing tasks without a calibrated model is
+// logged once per codelet and architecture, not per task.
+func TestUncalibratedWarning(t *testing.T) {
+	var clock int64 = 1
+	p := newPolicy(t, &clock, false, cpu, cuda)
+	var out strings.Builder
+	p.SetLogger(hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Warn}))
+	push := func(id uint64, codelet uint32, cpuNs, cudaNs int64) {
+		task := mk(id, cpuNs, cudaNs)
+		task.Codelet = codelet
+		p.Push(task)
+	}
+	for i := range uint64(50) {
+		push(i, 0, -1, -1)        // codelet 0: no model at all
+		push(100+i, 1, 10, -1)    // codelet 1: calibrated on CPU only
+		push(200+i, 2, 10, 10)    // codelet 2: calibrated
+		push(300+i, 1<<20, -1, 5) // a codelet number beyond the dense table
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{"codelet=0 arch=cpu", "codelet=0 arch=cuda", "codelet=1 arch=cuda", "codelet=1048576 arch=cpu"}
+	if len(lines) != len(want) {
+		t.Fatalf("%d warnings, want %d:\n%s", len(lines), len(want), out.String())
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], "uncalibrated performance model") || !strings.HasSuffix(lines[i], w) {
+			t.Errorf("warning %d: %q, want one ending %q", i, lines[i], w)
+		}
+	}
+}
+
 // BenchmarkDecision is the policy's cost per task: one Push (the decision)
 // and one Pop, with PostExec, over simulated workers (one GPU for every
 // seven CPUs, each GPU on its own memory node) and calibrated tasks.
@@ -278,9 +353,9 @@ func BenchmarkDecision(b *testing.B) {
 					p.Push(&tasks[i%len(tasks)])
 					if i%n == n-1 { // every n tasks, the workers run what they were given
 						clock += 1000
-						for _, id := range p.order {
-							for t := p.Pop(id); t != nil; t = p.Pop(id) {
-								p.PostExec(id, t.ID, 1000)
+						for _, s := range p.workers.Slots() {
+							for t := p.Pop(s.ID); t != nil; t = p.Pop(s.ID) {
+								p.PostExec(s.ID, t.ID, 1000)
 							}
 						}
 					}

@@ -15,8 +15,12 @@ import (
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/sched/schedkit"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
+
+// Description is the policy's one line in `starpu sched list`.
+const Description = "work stealing: tasks stay with the worker that released them; idle workers steal from the most loaded queue"
 
 // Defaults of the locality rule (config attrs locality_overload and
 // locality_idle_us).
@@ -27,12 +31,9 @@ const (
 
 // Policy is the work-stealing policy. The host calls it from one goroutine.
 type Policy struct {
-	ws     []*wstate // by worker id; nil where there is no worker
-	order  []int     // worker ids in the order of Init/AddWorkers
-	next   int       // round-robin cursor over order, for submitted tasks
-	parked []*sched.Task
-	tried  []bool // scratch for Pop's victim search, by worker id
-	closed bool
+	workers schedkit.Table[wstate]
+	tried   []bool // scratch for Pop's victim search, by position in workers.Slots
+	closed  bool
 
 	steal            bool
 	localityOverload int
@@ -40,11 +41,12 @@ type Policy struct {
 	now              func() int64 // monotonic ns; a field so tests can drive time
 }
 
-// wstate is one worker as the policy tracks it.
+// slot is one worker of the policy.
+type slot = schedkit.Slot[wstate]
+
+// wstate is what the policy keeps per worker.
 type wstate struct {
-	w         sched.Worker
 	q         queue
-	running   int   // tasks popped for it and not yet finished
 	idleSince int64 // when it was last found with nothing to run; 0 when busy
 }
 
@@ -87,10 +89,8 @@ func (p *Policy) SetConfig(cfg base.Config) error {
 
 // Init implements sched.Policy.
 func (p *Policy) Init(workers []sched.Worker) error {
-	for _, w := range workers {
-		if w.ID < 0 {
-			return fmt.Errorf("worker id %d: must not be negative", w.ID)
-		}
+	if err := schedkit.CheckWorkers(workers); err != nil {
+		return err
 	}
 	p.AddWorkers(workers)
 	return nil
@@ -99,20 +99,10 @@ func (p *Policy) Init(workers []sched.Worker) error {
 // AddWorkers implements sched.Policy. Tasks that no worker could run so far
 // are placed again.
 func (p *Policy) AddWorkers(workers []sched.Worker) {
-	for _, w := range workers {
-		if w.ID < 0 || w.ID < len(p.ws) && p.ws[w.ID] != nil {
-			continue
-		}
-		for w.ID >= len(p.ws) {
-			p.ws = append(p.ws, nil)
-			p.tried = append(p.tried, false)
-		}
-		p.ws[w.ID] = &wstate{w: w}
-		p.order = append(p.order, w.ID)
+	for _, s := range p.workers.Add(workers) {
+		s.State.q.owner = s.ID
 	}
-	parked := p.parked
-	p.parked = nil
-	for _, t := range parked {
+	for _, t := range p.workers.Unpark() {
 		p.Push(t)
 	}
 }
@@ -122,19 +112,8 @@ func (p *Policy) AddWorkers(workers []sched.Worker) {
 // waits until that worker is added back.
 func (p *Policy) RemoveWorkers(ids []int) {
 	var orphans []*sched.Task
-	for _, id := range ids {
-		s := p.state(id)
-		if s == nil {
-			continue
-		}
-		orphans = s.q.appendAll(orphans)
-		p.ws[id] = nil
-		for i, o := range p.order {
-			if o == id {
-				p.order = append(p.order[:i], p.order[i+1:]...)
-				break
-			}
-		}
+	for _, s := range p.workers.Remove(ids) {
+		orphans = s.State.q.Drain(orphans)
 	}
 	for _, t := range orphans {
 		t.ReleasedBy = -1 // its data is no longer anywhere useful
@@ -148,47 +127,43 @@ func (p *Policy) Push(t *sched.Task) {
 		return
 	}
 	if t.Worker >= 0 {
-		if s := p.state(int(t.Worker)); s != nil {
-			s.q.push(t, s.w.ID)
+		if s := p.workers.Get(int(t.Worker)); s != nil {
+			s.State.q.push(t)
 		} else {
-			p.parked = append(p.parked, t)
+			p.workers.Park(t)
 		}
 		return
 	}
-	if s := p.state(int(t.ReleasedBy)); s != nil && t.CanRun(&s.w) {
-		s.q.push(t, s.w.ID)
+	if s := p.workers.Get(int(t.ReleasedBy)); s != nil && s.CanRun(t) {
+		s.State.q.push(t)
 		return
 	}
-	for range p.order {
-		s := p.ws[p.order[p.next%len(p.order)]]
-		p.next++
-		if t.CanRun(&s.w) {
-			s.q.push(t, s.w.ID)
-			return
-		}
+	if s := p.workers.Next(t); s != nil {
+		s.State.q.push(t)
+		return
 	}
-	p.parked = append(p.parked, t) // no worker can run it now
+	p.workers.Park(t) // no worker can run it now
 }
 
 // Pop implements sched.Policy: the worker's own queue first (highest
 // priority, then oldest), then a steal.
 func (p *Policy) Pop(id int) *sched.Task {
-	s := p.state(id)
+	s := p.workers.Get(id)
 	if s == nil || p.closed {
 		return nil
 	}
-	t := s.q.take(&s.w, false, true)
+	t := s.State.q.take(&s.Worker)
 	if t == nil && p.steal {
 		t = p.stealFor(s)
 	}
 	if t == nil {
-		if s.running == 0 && s.idleSince == 0 {
-			s.idleSince = p.now()
+		if s.Idle() && s.State.idleSince == 0 {
+			s.State.idleSince = p.now()
 		}
 		return nil
 	}
-	s.running++
-	s.idleSince = 0
+	p.workers.Started(id)
+	s.State.idleSince = 0
 	return t
 }
 
@@ -196,80 +171,71 @@ func (p *Policy) Pop(id int) *sched.Task {
 // most loaded queue holding a task s may take, the task the least urgent one
 // there. Ties go to the first victim after a cursor that moves at every
 // steal, so that thieves spread over equally loaded victims.
-func (p *Policy) stealFor(s *wstate) *sched.Task {
-	clear(p.tried)
+func (p *Policy) stealFor(s *slot) *sched.Task {
+	slots := p.workers.Slots()
+	n := len(slots)
+	if len(p.tried) < n {
+		p.tried = make([]bool, n)
+	}
+	tried := p.tried[:n]
+	clear(tried)
 	idleLong := -1 // whether s has been idle long enough, computed on demand
-	mayTakeLocal := func(v *wstate) bool {
-		if v.q.n > p.localityOverload {
+	mayTakeLocal := func(v *slot) bool {
+		if v.State.q.Len() > p.localityOverload {
 			return true
 		}
 		if idleLong < 0 {
 			idleLong = 0
-			if s.running == 0 && s.idleSince != 0 && p.now()-s.idleSince >= p.localityIdleNs {
+			if s.Idle() && s.State.idleSince != 0 && p.now()-s.State.idleSince >= p.localityIdleNs {
 				idleLong = 1
 			}
 		}
 		return idleLong == 1
 	}
-	n := len(p.order)
-	p.next++
+	start := p.workers.Rotate()
 	for {
-		var victim *wstate
+		var victim *slot
+		vi := -1
 		for k := 0; k < n; k++ {
-			v := p.ws[p.order[(p.next+k)%n]]
-			if v == s || p.tried[v.w.ID] || v.q.n == 0 || (victim != nil && v.q.n <= victim.q.n) {
+			i := (start + k) % n
+			v := slots[i]
+			q := &v.State.q
+			if v == s || tried[i] || q.Len() == 0 || (victim != nil && q.Len() <= victim.State.q.Len()) {
 				continue
 			}
-			if v.q.n > v.q.local+v.q.bound || v.q.local > 0 && mayTakeLocal(v) {
-				victim = v
+			if q.Len() > q.local+q.bound || q.local > 0 && mayTakeLocal(v) {
+				victim, vi = v, i
 			}
 		}
 		if victim == nil {
 			return nil
 		}
-		if t := victim.q.take(&s.w, true, victim.q.local > 0 && mayTakeLocal(victim)); t != nil {
+		q := &victim.State.q
+		if t := q.steal(&s.Worker, q.local > 0 && mayTakeLocal(victim)); t != nil {
 			return t
 		}
-		p.tried[victim.w.ID] = true
+		tried[vi] = true
 	}
 }
 
 // PostExec implements sched.Policy.
 func (p *Policy) PostExec(worker int, _ uint64, _ int64) {
-	if s := p.state(worker); s != nil && s.running > 0 {
-		s.running--
-	}
+	p.workers.Finished(worker)
 }
 
 // Deinit implements sched.Policy: it drops every queued task.
 func (p *Policy) Deinit() {
 	p.closed = true
-	p.ws, p.order, p.parked = nil, nil, nil
+	p.workers.Reset()
 }
 
-func (p *Policy) state(id int) *wstate {
-	if id < 0 || id >= len(p.ws) {
-		return nil
-	}
-	return p.ws[id]
-}
-
-// queue keeps one worker's tasks by decreasing priority, oldest first among
-// equals: one FIFO per distinct priority, so that push and take are O(1) in
-// the common case of few priorities.
+// queue is one worker's queue (schedkit.Queue: by decreasing priority,
+// oldest first among equals), with the counts the victim search needs.
 type queue struct {
-	owner   int
-	buckets []*bucket // by decreasing priority
-	n       int       // tasks queued
-	bound   int       // of which tasks bound to the owner (Task.Worker)
-	local   int       // of which other LOCALITY tasks released by the owner
-	spare   *bucket   // a drained bucket kept for reuse: no allocation per task in a chain
-}
-
-type bucket struct {
-	prio  int32
-	tasks []*sched.Task
-	head  int
+	schedkit.Queue
+	owner int
+	bound int // tasks bound to the owner (Task.Worker)
+	local int // other LOCALITY tasks released by the owner, kept for it
 }
 
 // pinnedLocal reports whether t is a LOCALITY task kept by its releaser.
@@ -278,7 +244,6 @@ func (q *queue) pinnedLocal(t *sched.Task) bool {
 }
 
 func (q *queue) count(t *sched.Task, d int) {
-	q.n += d
 	if t.Worker >= 0 {
 		q.bound += d
 	} else if q.pinnedLocal(t) {
@@ -286,94 +251,37 @@ func (q *queue) count(t *sched.Task, d int) {
 	}
 }
 
-func (q *queue) push(t *sched.Task, owner int) {
-	q.owner = owner
-	i := 0
-	for i < len(q.buckets) && q.buckets[i].prio > t.Priority {
-		i++
-	}
-	if i == len(q.buckets) || q.buckets[i].prio != t.Priority {
-		q.buckets = append(q.buckets, nil)
-		copy(q.buckets[i+1:], q.buckets[i:])
-		b := q.spare
-		if b == nil {
-			b = &bucket{}
-		}
-		q.spare = nil
-		b.prio = t.Priority
-		q.buckets[i] = b
-	}
-	q.buckets[i].tasks = append(q.buckets[i].tasks, t)
+func (q *queue) push(t *sched.Task) {
+	q.Push(t)
 	q.count(t, 1)
 }
 
-// take removes the first task w can run: the owner takes the most urgent,
-// oldest task; a thief takes from the other end (lowest priority, newest),
-// leaving the owner its urgent work, and skips LOCALITY tasks unless
-// withLocal.
-func (q *queue) take(w *sched.Worker, thief, withLocal bool) *sched.Task {
-	nb := len(q.buckets)
-	for k := 0; k < nb; k++ {
-		bi := k
-		if thief {
-			bi = nb - 1 - k
-		}
-		b := q.buckets[bi]
-		if t := b.take(w, thief, thief && !withLocal, q.owner); t != nil {
-			q.count(t, -1)
-			if b.head == len(b.tasks) {
-				q.buckets = append(q.buckets[:bi], q.buckets[bi+1:]...)
-				b.tasks, b.head = b.tasks[:0], 0
-				q.spare = b
-			}
-			return t
-		}
+// take is the owner's pop: the most urgent, oldest task w can run.
+func (q *queue) take(w *sched.Worker) *sched.Task {
+	t := q.TakeFor(w)
+	if t != nil {
+		q.count(t, -1)
 	}
-	return nil
+	return t
 }
 
-// appendAll empties q onto out.
-func (q *queue) appendAll(out []*sched.Task) []*sched.Task {
-	for _, b := range q.buckets {
-		out = append(out, b.tasks[b.head:]...)
+// steal is a thief's: from the other end (lowest priority, newest),
+// leaving the owner its urgent work, and not a LOCALITY task the owner
+// keeps unless withLocal.
+func (q *queue) steal(w *sched.Worker, withLocal bool) *sched.Task {
+	e, ok := q.TakeLast(func(t *sched.Task) bool {
+		return t.CanRun(w) && (withLocal || !q.pinnedLocal(t))
+	})
+	if !ok {
+		return nil
 	}
-	*q = queue{owner: q.owner}
+	q.count(e.Task, -1)
+	return e.Task
+}
+
+// Drain empties q onto out.
+func (q *queue) Drain(out []*sched.Task) []*sched.Task {
+	out = q.Queue.Drain(out)
+	q.bound, q.local = 0, 0
 	return out
-}
-
-// take removes the first task w can run, from the oldest end or, fromTail,
-// the newest; with skipLocal, not a LOCALITY task kept by owner.
-func (b *bucket) take(w *sched.Worker, fromTail, skipLocal bool, owner int) *sched.Task {
-	live := b.tasks[b.head:]
-	n := len(live)
-	for k := 0; k < n; k++ {
-		i := k
-		if fromTail {
-			i = n - 1 - k
-		}
-		t := live[i]
-		if !t.CanRun(w) || skipLocal && t.Locality && int(t.ReleasedBy) == owner {
-			continue
-		}
-		switch {
-		case i == 0:
-			live[0] = nil
-			b.head++
-		case i == n-1:
-			live[i] = nil
-			b.tasks = b.tasks[:len(b.tasks)-1]
-		default:
-			copy(live[i:], live[i+1:])
-			live[n-1] = nil
-			b.tasks = b.tasks[:len(b.tasks)-1]
-		}
-		if b.head > 64 && b.head*2 > len(b.tasks) {
-			m := copy(b.tasks, b.tasks[b.head:])
-			clear(b.tasks[m:])
-			b.tasks = b.tasks[:m]
-			b.head = 0
-		}
-		return t
-	}
-	return nil
 }
