@@ -165,6 +165,26 @@ func (tb *Table[S]) Next(t *sched.Task) *Slot[S] {
 	return nil
 }
 
+// Home is where a policy with a queue per worker puts t: the worker it is
+// bound to, else the worker that released it when that one can run it
+// (its data is likely there), else the next worker round robin that can.
+// When there is none (its bound worker is not in the table, or no worker
+// can run it now) Home parks t and returns nil.
+func (tb *Table[S]) Home(t *sched.Task) *Slot[S] {
+	var s *Slot[S]
+	if t.Worker >= 0 {
+		s = tb.Get(int(t.Worker))
+	} else if r := tb.Get(int(t.ReleasedBy)); r != nil && r.CanRun(t) {
+		s = r
+	} else {
+		s = tb.Next(t)
+	}
+	if s == nil {
+		tb.Park(t)
+	}
+	return s
+}
+
 // Rotate moves the round-robin cursor by one and returns it, for a scan
 // over Slots that should start at a different worker each time (position
 // (Rotate()+k) % Len() for k in [0, Len())), so that equal choices

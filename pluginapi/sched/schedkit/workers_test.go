@@ -210,3 +210,33 @@ func TestCheckWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestTableHome: the bound worker, else the releasing worker when it can
+// run the task, else round robin; parked when no worker fits.
+func TestTableHome(t *testing.T) {
+	var tb Table[struct{}]
+	tb.Add([]sched.Worker{{ID: 0, Arch: driver.CPU}, {ID: 1, Arch: driver.CPU}, {ID: 2, Arch: driver.OpenCL}})
+	cpu, ocl := driver.ArchBit(driver.CPU), driver.ArchBit(driver.OpenCL)
+	for _, c := range []struct {
+		name    string
+		task    sched.Task
+		want    int // -1: parked
+		nParked int
+	}{
+		{"bound", sched.Task{ArchMask: cpu, Worker: 1, ReleasedBy: 0}, 1, 0},
+		{"bound to a worker not in the table", sched.Task{ArchMask: cpu, Worker: 9, ReleasedBy: 0}, -1, 1},
+		{"released by a capable worker", sched.Task{ArchMask: cpu, Worker: -1, ReleasedBy: 1}, 1, 1},
+		{"released by a worker that cannot run it", sched.Task{ArchMask: ocl, Worker: -1, ReleasedBy: 0}, 2, 1},
+		{"released by no worker", sched.Task{ArchMask: cpu, Worker: -1, ReleasedBy: -1}, 0, 1},
+		{"no worker can run it", sched.Task{ArchMask: driver.ArchBit(driver.CUDA), Worker: -1, ReleasedBy: -1}, -1, 2},
+	} {
+		s := tb.Home(&c.task)
+		got := -1
+		if s != nil {
+			got = s.ID
+		}
+		if got != c.want || tb.Parked() != c.nParked {
+			t.Errorf("%s: worker %d with %d parked, want %d with %d", c.name, got, tb.Parked(), c.want, c.nParked)
+		}
+	}
+}

@@ -126,23 +126,9 @@ func (p *Policy) Push(t *sched.Task) {
 	if p.closed {
 		return
 	}
-	if t.Worker >= 0 {
-		if s := p.workers.Get(int(t.Worker)); s != nil {
-			s.State.q.push(t)
-		} else {
-			p.workers.Park(t)
-		}
-		return
-	}
-	if s := p.workers.Get(int(t.ReleasedBy)); s != nil && s.CanRun(t) {
+	if s := p.workers.Home(t); s != nil {
 		s.State.q.push(t)
-		return
 	}
-	if s := p.workers.Next(t); s != nil {
-		s.State.q.push(t)
-		return
-	}
-	p.workers.Park(t) // no worker can run it now
 }
 
 // Pop implements sched.Policy: the worker's own queue first (highest
