@@ -8,19 +8,16 @@ package ifacetest
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/iface"
+	"github.com/starpu-go/starpu/pluginapi/internal/launch"
 	"github.com/starpu-go/starpu/pluginapi/shm"
 )
 
@@ -28,11 +25,7 @@ import (
 // returns its path.
 func Build(t testing.TB, pkg, dir, name string) string {
 	t.Helper()
-	out := filepath.Join(dir, "iface-"+name)
-	if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, b)
-	}
-	return out
+	return launch.Build(t, pkg, dir, base.KindInterface, name)
 }
 
 // Arena creates an arena of size bytes for a test, closed at its end.
@@ -57,27 +50,7 @@ type Plugin struct {
 // returns it; it is killed at the test's end.
 func Start(t testing.TB, path string, a *shm.Arena) *Plugin {
 	t.Helper()
-	cmd := exec.Command(path)
-	cmd.ExtraFiles = []*os.File{a.File()} // fd 3 == base.ArenaFD
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	label := filepath.Base(path)
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  base.Handshake,
-		VersionedPlugins: map[int]plugin.PluginSet{base.APIVersion: {string(base.KindInterface): &iface.Plugin{Name: label}}},
-		Cmd:              cmd,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Logger:           hclog.New(&hclog.LoggerOptions{Name: "ifacetest", Level: hclog.Warn, Output: os.Stderr}),
-		StartTimeout:     20 * time.Second,
-	})
-	t.Cleanup(client.Kill)
-	rpc, err := client.Client()
-	if err != nil {
-		t.Fatalf("start %s: %v", path, err)
-	}
-	raw, err := rpc.Dispense(string(base.KindInterface))
-	if err != nil {
-		t.Fatalf("dispense %s: %v", path, err)
-	}
+	raw, client, cmd := launch.Start(t, path, a, base.KindInterface, &iface.Plugin{Name: filepath.Base(path)}, "ifacetest")
 	return &Plugin{Interface: raw.(iface.Interface), client: client, cmd: cmd}
 }
 

@@ -1,17 +1,11 @@
 package schedtest
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
-
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/internal/launch"
 	"github.com/starpu-go/starpu/pluginapi/sched"
 	"github.com/starpu-go/starpu/pluginapi/shm"
 )
@@ -21,11 +15,7 @@ import (
 // its path.
 func Build(t testing.TB, pkg, dir, name string) string {
 	t.Helper()
-	out := filepath.Join(dir, "sched-"+name)
-	if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, b)
-	}
-	return out
+	return launch.Build(t, pkg, dir, base.KindScheduler, name)
 }
 
 // RunPlugin runs the conformance scenarios that go through the rings on the
@@ -63,27 +53,7 @@ func RunPlugin(t *testing.T, path string, cfg base.Config, opts ...Option) {
 // as the core would; the process is killed when the test ends.
 func Start(t testing.TB, path string, a *shm.Arena) sched.Scheduler {
 	t.Helper()
-	cmd := exec.Command(path)
-	cmd.ExtraFiles = []*os.File{a.File()} // fd 3 == base.ArenaFD
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	label := filepath.Base(path)
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  base.Handshake,
-		VersionedPlugins: map[int]plugin.PluginSet{base.APIVersion: {string(base.KindScheduler): &sched.Plugin{Name: label}}},
-		Cmd:              cmd,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Logger:           hclog.New(&hclog.LoggerOptions{Name: "schedtest", Level: hclog.Warn, Output: os.Stderr}),
-		StartTimeout:     20 * time.Second,
-	})
-	t.Cleanup(client.Kill)
-	rpc, err := client.Client()
-	if err != nil {
-		t.Fatalf("start %s: %v", path, err)
-	}
-	raw, err := rpc.Dispense(string(base.KindScheduler))
-	if err != nil {
-		t.Fatalf("dispense %s: %v", path, err)
-	}
+	raw, _, _ := launch.Start(t, path, a, base.KindScheduler, &sched.Plugin{Name: filepath.Base(path)}, "schedtest")
 	s, ok := raw.(sched.Scheduler)
 	if !ok {
 		t.Fatalf("%s: dispensed %T, not a sched.Scheduler", path, raw)
