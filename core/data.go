@@ -382,18 +382,7 @@ func (h *Handle) Acquire(m Mode) error {
 		h.rt.complete(a.job, -1, nil)
 		return fmt.Errorf("acquire: %w", err)
 	}
-	if err := h.fetchTo(0, m); err != nil {
-		h.rt.complete(a.job, -1, nil)
-		return fmt.Errorf("acquire %s: bring data to RAM: %w", h, err)
-	}
-	h.mu.Lock()
-	if h.home != nil && !h.homeValid {
-		h.copyHomeOut()
-		h.homeValid = true
-	}
-	h.held = append(h.held, a)
-	h.mu.Unlock()
-	return nil
+	return h.finishAcquire(a)
 }
 
 func (h *Handle) acquireAsync(m Mode) *acquisition {
