@@ -113,10 +113,7 @@ func (t *Task) Err() error {
 		defer h.mu.Unlock()
 		return h.err
 	}
-	cur := h
-	if x := h.ext.Load(); x != nil && x.cur != nil {
-		cur = x.cur
-	}
+	cur := h.curLocked()
 	h.mu.Unlock()
 	cur.mu.Lock()
 	defer cur.mu.Unlock()
@@ -321,10 +318,7 @@ func (rt *Runtime) newJob() *job {
 // callback runs and before it finishes: the callback may submit the task
 // again (StarPU allows it), as a new submission. h.mu held.
 func (h *job) runOver() bool {
-	cur := h
-	if x := h.ext.Load(); x != nil && x.cur != nil {
-		cur = x.cur
-	}
+	cur := h.curLocked()
 	if cur == h {
 		return h.released
 	}
@@ -349,6 +343,12 @@ func (t *Task) current() *job {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.curLocked()
+}
+
+// curLocked is the job of the task's submission in progress or last made,
+// h being its head; h.mu held.
+func (h *job) curLocked() *job {
 	if x := h.ext.Load(); x != nil && x.cur != nil {
 		return x.cur
 	}
