@@ -396,6 +396,12 @@ func TestWontUse(t *testing.T) {
 			if err := h.Unpartition(); err != nil {
 				t.Fatal(err)
 			}
+			if err := h.Unregister(); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.WontUse(); !errors.Is(err, core.ErrUnregistered) {
+				t.Fatalf("WontUse after Unregister: %v, want ErrUnregistered", err)
+			}
 		})
 	}
 }

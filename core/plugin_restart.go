@@ -274,31 +274,39 @@ func (rt *Runtime) relaunchDriver(d *driverInst) (*loader.Plugin, driver.Driver,
 		fp, err = drv.Fingerprint(ctx)
 	}
 	if err == nil {
-		switch {
-		case fp.Arch != d.fp.Arch:
-			err = fmt.Errorf("it is now a %s driver, not %s", fp.Arch, d.fp.Arch)
-		case !slices.Equal(fp.Kernels, d.fp.Kernels):
-			err = fmt.Errorf("its kernels changed (%d now, %d before): the codelets' kernel indices would be wrong", len(fp.Kernels), len(d.fp.Kernels))
-		case fp.SchedRing != d.fp.SchedRing:
-			err = fmt.Errorf("it no longer reads scheduler rings the same way")
-		case len(fp.Nodes) != len(d.fp.Nodes):
-			err = fmt.Errorf("it has %d memory nodes, %d before", len(fp.Nodes), len(d.fp.Nodes))
-		}
-		for _, w := range d.workers {
-			switch u := w.spec.Unit; {
-			case err != nil:
-			case u >= len(fp.Units):
-				err = fmt.Errorf("it has %d units, worker %d used unit %d", len(fp.Units), w.id, u)
-			case fp.Units[u].Node != d.fp.Units[u].Node:
-				err = fmt.Errorf("unit %d (worker %d) is on its memory node %d, %d before", u, w.id, fp.Units[u].Node, d.fp.Units[u].Node)
-			}
-		}
+		err = d.sameDriver(fp)
 	}
 	if err != nil {
 		p.Kill()
 		return nil, nil, err
 	}
 	return p, drv, nil
+}
+
+// sameDriver says how fp, the fingerprint of d's restarted process, differs
+// from d's in what the runtime relies on: the architecture, the kernels in
+// order (the codelets' kernel indices), the scheduler rings, the memory
+// nodes, and the unit and node of each of d's workers.
+func (d *driverInst) sameDriver(fp *driver.Fingerprint) error {
+	switch {
+	case fp.Arch != d.fp.Arch:
+		return fmt.Errorf("it is now a %s driver, not %s", fp.Arch, d.fp.Arch)
+	case !slices.Equal(fp.Kernels, d.fp.Kernels):
+		return fmt.Errorf("its kernels changed (%d now, %d before): the codelets' kernel indices would be wrong", len(fp.Kernels), len(d.fp.Kernels))
+	case fp.SchedRing != d.fp.SchedRing:
+		return fmt.Errorf("it no longer reads scheduler rings the same way")
+	case len(fp.Nodes) != len(d.fp.Nodes):
+		return fmt.Errorf("it has %d memory nodes, %d before", len(fp.Nodes), len(d.fp.Nodes))
+	}
+	for _, w := range d.workers {
+		switch u := w.spec.Unit; {
+		case u >= len(fp.Units):
+			return fmt.Errorf("it has %d units, worker %d used unit %d", len(fp.Units), w.id, u)
+		case fp.Units[u].Node != d.fp.Units[u].Node:
+			return fmt.Errorf("unit %d (worker %d) is on its memory node %d, %d before", u, w.id, fp.Units[u].Node, d.fp.Units[u].Node)
+		}
+	}
+	return nil
 }
 
 // reloadKernels has the new instance drv of d compile again the kernels d
