@@ -181,7 +181,7 @@ func (d *Driver) Deinit(context.Context) error {
 	defer d.mu.Unlock()
 	d.stop.Store(true)
 	for _, w := range d.workers {
-		w.bell.Ring()
+		w.rings.Bell.Ring()
 	}
 	d.wg.Wait()
 	d.workers = nil
@@ -217,46 +217,19 @@ func (d *Driver) LoadKernel(_ context.Context, k driver.KernelSource) (int, erro
 }
 
 type worker struct {
-	spec       driver.WorkerSpec
-	dispatch   *shm.Ring
-	schedRing  *shm.Ring // nil when the core gave none
-	completion *shm.Ring
-	bell       *shm.Bell
-	coreBell   *shm.Bell
-	spin       int
-	rungAt     uint64 // released() when the core bell last rang
+	rings *driver.Rings
 	// reused per task, so that run_once allocates nothing
 	exec wire.Exec
 	kctx kernel.Context
+	comp wire.Completion
 }
 
 func (d *Driver) newWorker(spec driver.WorkerSpec, spin int) (*worker, error) {
-	dm, err := d.arena.BytesChecked(spec.Dispatch)
+	r, err := driver.OpenRings(d.arena, spec, spin)
 	if err != nil {
-		return nil, fmt.Errorf("dispatch ring: %w", err)
+		return nil, err
 	}
-	cm, err := d.arena.BytesChecked(spec.Completion)
-	if err != nil {
-		return nil, fmt.Errorf("completion ring: %w", err)
-	}
-	w := &worker{spec: spec, spin: spin, bell: d.arena.Bell(spec.Bell), coreBell: d.arena.Bell(spec.CoreBell)}
-	if w.dispatch, err = shm.OpenRing(dm); err != nil {
-		return nil, fmt.Errorf("dispatch ring: %w", err)
-	}
-	if w.completion, err = shm.OpenRing(cm); err != nil {
-		return nil, fmt.Errorf("completion ring: %w", err)
-	}
-	if spec.SchedRing.Size > 0 {
-		sm, err := d.arena.BytesChecked(spec.SchedRing)
-		if err != nil {
-			return nil, fmt.Errorf("scheduler ring: %w", err)
-		}
-		if w.schedRing, err = shm.OpenRing(sm); err != nil {
-			return nil, fmt.Errorf("scheduler ring: %w", err)
-		}
-	}
-	w.rungAt = w.released()
-	return w, nil
+	return &worker{rings: r}, nil
 }
 
 // run is StarPU's driver cycle for one worker: init, run_once while running,
@@ -267,27 +240,15 @@ func (d *Driver) run(w *worker) {
 	// thread rather than reusing it with a one-core affinity.
 	runtime.LockOSThread()
 	if d.bind {
-		d.bindThread(w.spec.Unit)
+		d.bindThread(w.rings.Spec.Unit)
 	}
-	ready := func() bool {
-		return !w.dispatch.Empty() || (w.schedRing != nil && !w.schedRing.Empty()) || d.stop.Load()
-	}
+	ready := func() bool { return w.rings.HasWork() || d.stop.Load() }
 	for !d.stop.Load() {
-		// An idle worker wants the completions other workers batch: they
-		// may release its next task.
-		idle := !ready()
-		if idle {
-			w.coreBell.AddUrgent(1)
-		}
-		ok := w.bell.Wait(ready, w.spin, 200*time.Millisecond)
-		if idle {
-			w.coreBell.AddUrgent(-1)
-		}
-		if !ok {
+		if !w.rings.Idle(ready, 200*time.Millisecond) {
 			continue
 		}
 		if err := d.runOnce(w); err != nil {
-			d.log.Error("worker stopped", "worker", w.spec.ID, "error", err)
+			d.log.Error("worker stopped", "worker", w.rings.Spec.ID, "error", err)
 			return
 		}
 	}
@@ -296,11 +257,11 @@ func (d *Driver) run(w *worker) {
 // runOnce executes every task waiting on the worker's rings: the core's
 // dispatch ring, then the scheduler's.
 func (d *Driver) runOnce(w *worker) error {
-	if err := d.runRing(w, w.dispatch, "dispatch ring"); err != nil {
+	if err := d.runRing(w, w.rings.Dispatch, "dispatch ring"); err != nil {
 		return err
 	}
-	if w.schedRing != nil {
-		return d.runRing(w, w.schedRing, "scheduler ring")
+	if w.rings.Sched != nil {
+		return d.runRing(w, w.rings.Sched, "scheduler ring")
 	}
 	return nil
 }
@@ -314,60 +275,20 @@ func (d *Driver) runRing(w *worker, r *shm.Ring, name string) error {
 		if err := w.exec.Decode(msg); err != nil {
 			return err
 		}
-		c := wire.Completion{ID: w.exec.ID, StartNs: wire.Now()}
-		if err := d.execute(w); err != nil {
-			c.SetErr(err)
-		}
+		c := &w.comp
+		*c = wire.Completion{ID: w.exec.ID, StartNs: wire.Now(), Err: c.Err[:0]}
+		err := d.execute(w)
 		c.EndNs = wire.Now()
 		// The completion is committed before the Exec is released: the
 		// core reads a drained scheduler ring as "every task posted there
 		// has completed" (driver.WorkerSpec.SchedRing).
-		b, err := w.completion.ReserveWait(wire.CompletionLen(len(c.Err)), alive)
-		if err != nil {
-			return fmt.Errorf("completion ring: %w", err)
+		if err := w.rings.Post(c, err, alive); err != nil {
+			return err
 		}
-		c.Encode(b)
-		w.completion.Commit()
 		r.Release()
-		w.completed()
+		w.rings.Completed()
 	}
-	return nil
-}
-
-// completed rings the core bell for the completions posted since it last
-// rang, when it is time to.
-//
-// The core hears of completions in batches. Each wake-up of the core costs
-// a busy CPU a preemption, and on a machine with as many workers as cores
-// nothing else gives the core and the policy a CPU. So a worker rings once
-// the tasks it ran since it last rang take as many ring bytes as the tasks
-// it has left: the core and the policy learn of completions in a few
-// batches, each while half the queue remains to refill it. It rings for its
-// last queued task, before it goes idle, and for each task while the bell
-// is urgent (an idle worker, a blocked application thread).
-func (w *worker) completed() {
-	if ran := w.released() - w.rungAt; ran >= w.backlog() || w.coreBell.Urgent() {
-		w.coreBell.Ring()
-		w.rungAt += ran
-	}
-}
-
-// backlog is how many bytes of tasks wait on the worker's rings.
-func (w *worker) backlog() uint64 {
-	n := w.dispatch.Backlog()
-	if w.schedRing != nil {
-		n += w.schedRing.Backlog()
-	}
-	return n
-}
-
-// released is how many bytes of tasks the worker has taken off its rings.
-func (w *worker) released() uint64 {
-	n := w.dispatch.Released()
-	if w.schedRing != nil {
-		n += w.schedRing.Released()
-	}
-	return n
+	return r.Err()
 }
 
 func (d *Driver) execute(w *worker) (err error) {
@@ -387,7 +308,7 @@ func (d *Driver) execute(w *worker) (err error) {
 		kc.Buffers = append(kc.Buffers, kernel.Buffer{Layout: bd.Layout, Mode: bd.Mode, Bytes: mem})
 	}
 	kc.Arg = e.Arg
-	kc.Worker = w.spec.ID
+	kc.Worker = w.rings.Spec.ID
 	kc.TaskID = e.ID
 	defer func() {
 		if r := recover(); r != nil {

@@ -410,7 +410,7 @@ func (d *Driver) Deinit(context.Context) error {
 	defer d.mu.Unlock()
 	d.stop.Store(true)
 	for _, w := range d.workers {
-		w.bell.Ring()
+		w.rings.Bell.Ring()
 	}
 	d.wg.Wait()
 	d.workers = nil

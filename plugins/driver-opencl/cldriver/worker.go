@@ -12,7 +12,6 @@ import (
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
-	"github.com/starpu-go/starpu/pluginapi/shm"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 	"github.com/starpu-go/starpu/plugins/driver-opencl/cl"
 )
@@ -93,16 +92,11 @@ type doneRec struct {
 // messages into commands on the device's queues without waiting for them,
 // and posts each completion when OpenCL reports the command finished.
 type worker struct {
-	d          *Driver
-	dev        *device
-	spec       driver.WorkerSpec
-	node       uint32
-	dispatch   *shm.Ring
-	completion *shm.Ring
-	bell       *shm.Bell
-	coreBell   *shm.Bell
-	spin       int
-	sink       *cl.Sink
+	d     *Driver
+	dev   *device
+	rings *driver.Rings
+	node  uint32
+	sink  *cl.Sink
 
 	// Filled by the event callback on OpenCL's threads.
 	doneMu  sync.Mutex
@@ -121,7 +115,6 @@ type worker struct {
 	used     uint64
 	acc      map[key]*access
 	dirty    [nqueues]bool
-	posted   bool
 	drained  []doneRec
 	wait     []cl.Event
 	mems     []cl.Mem
@@ -131,28 +124,12 @@ type worker struct {
 }
 
 func (d *Driver) newWorker(spec driver.WorkerSpec, dev *device, spin int) (*worker, error) {
-	dm, err := d.arena.BytesChecked(spec.Dispatch)
+	r, err := driver.OpenRings(d.arena, spec, spin)
 	if err != nil {
-		return nil, fmt.Errorf("dispatch ring: %w", err)
+		return nil, err
 	}
-	cm, err := d.arena.BytesChecked(spec.Completion)
-	if err != nil {
-		return nil, fmt.Errorf("completion ring: %w", err)
-	}
-	w := &worker{d: d, dev: dev, spec: spec, node: uint32(dev.index + 1), spin: spin,
+	w := &worker{d: d, dev: dev, rings: r, node: uint32(dev.index + 1),
 		bufs: map[uint64]*devBuf{}, acc: map[key]*access{}, live: map[uint64]int{}}
-	if w.bell, err = d.arena.BellChecked(spec.Bell); err != nil {
-		return nil, fmt.Errorf("doorbell: %w", err)
-	}
-	if w.coreBell, err = d.arena.BellChecked(spec.CoreBell); err != nil {
-		return nil, fmt.Errorf("core doorbell: %w", err)
-	}
-	if w.dispatch, err = shm.OpenRing(dm); err != nil {
-		return nil, fmt.Errorf("dispatch ring: %w", err)
-	}
-	if w.completion, err = shm.OpenRing(cm); err != nil {
-		return nil, fmt.Errorf("completion ring: %w", err)
-	}
 	if w.sink, err = cl.NewSink(w.onDone); err != nil {
 		return nil, err
 	}
@@ -167,7 +144,7 @@ func (w *worker) onDone(seq uint64, status int32) {
 	w.done = append(w.done, r)
 	w.doneMu.Unlock()
 	w.pending.Store(true)
-	w.bell.Ring()
+	w.rings.Bell.Ring()
 }
 
 // run is StarPU's driver cycle: init (done by Init), run_once while
@@ -177,16 +154,16 @@ func (d *Driver) run(w *worker) {
 	// OpenCL is called from one thread per worker, as StarPU does.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ready := func() bool { return !w.dispatch.Empty() || w.pending.Load() || d.stop.Load() }
+	ready := func() bool { return w.rings.HasWork() || w.pending.Load() || d.stop.Load() }
 	for !d.stop.Load() {
-		if !w.bell.Wait(ready, w.spin, 200*time.Millisecond) {
+		if !w.rings.Idle(ready, 200*time.Millisecond) {
 			if w.inflight > 0 {
 				w.poll()
 			}
 			continue
 		}
 		if err := w.runOnce(); err != nil {
-			d.log.Error("worker stopped", "worker", w.spec.ID, "device", w.dev.name, "error", err)
+			d.log.Error("worker stopped", "worker", w.rings.Spec.ID, "device", w.dev.name, "error", err)
 			break
 		}
 	}
@@ -201,11 +178,11 @@ func (w *worker) runOnce() error {
 		return err
 	}
 	n := 0
-	for msg := w.dispatch.Peek(); msg != nil; msg = w.dispatch.Peek() {
+	for msg := w.rings.Dispatch.Peek(); msg != nil; msg = w.rings.Dispatch.Peek() {
 		if err := w.handle(msg); err != nil {
 			return err
 		}
-		w.dispatch.Release()
+		w.rings.Dispatch.Release()
 		if n++; n%flushEvery == 0 {
 			// A long batch: start the device and answer what finished.
 			w.flush()
@@ -214,14 +191,14 @@ func (w *worker) runOnce() error {
 			}
 		}
 	}
-	if err := w.dispatch.Err(); err != nil {
+	if err := w.rings.Dispatch.Err(); err != nil {
 		return fmt.Errorf("dispatch ring: %w", err)
 	}
 	w.flush()
 	if err := w.retire(); err != nil {
 		return err
 	}
-	w.ringCore()
+	w.rings.Flush()
 	return nil
 }
 
@@ -242,7 +219,7 @@ func (w *worker) handle(msg []byte) error {
 			return err
 		}
 		if err := w.freeBuf(&f); err != nil {
-			w.d.log.Warn("free", "worker", w.spec.ID, "error", err)
+			w.d.log.Warn("free", "worker", w.rings.Spec.ID, "error", err)
 		}
 		return nil
 	case wire.TypeCopy:
@@ -268,26 +245,7 @@ func (w *worker) handle(msg []byte) error {
 
 // post writes a completion, failed with err's text when err is not nil.
 func (w *worker) post(c wire.Completion, err error) error {
-	if err != nil {
-		c.SetErr(err)
-	}
-	b, rerr := w.completion.ReserveWait(wire.CompletionLen(len(c.Err)), func() bool { return !w.d.stop.Load() })
-	if rerr != nil {
-		return fmt.Errorf("completion ring: %w", rerr)
-	}
-	c.Encode(b)
-	w.completion.Commit()
-	w.posted = true
-	return nil
-}
-
-// ringCore wakes the core once for the completions posted since the last
-// call.
-func (w *worker) ringCore() {
-	if w.posted {
-		w.posted = false
-		w.coreBell.Ring()
-	}
+	return w.rings.Post(&c, err, func() bool { return !w.d.stop.Load() })
 }
 
 // flush submits what was enqueued since the last flush.
@@ -296,7 +254,7 @@ func (w *worker) flush() {
 		if w.dirty[q] {
 			w.dirty[q] = false
 			if err := w.dev.q[q].Flush(); err != nil {
-				w.d.log.Warn("flush", "worker", w.spec.ID, "error", err)
+				w.d.log.Warn("flush", "worker", w.rings.Spec.ID, "error", err)
 			}
 		}
 	}
@@ -407,7 +365,7 @@ func (w *worker) launch(f flight) error {
 	w.inflight++
 	if err := f.ev.OnComplete(w.sink, f.seq); err != nil {
 		// No callback: wait for the command here rather than lose it.
-		w.d.log.Warn("event callback refused; waiting for the command", "worker", w.spec.ID, "error", err)
+		w.d.log.Warn("event callback refused; waiting for the command", "worker", w.rings.Spec.ID, "error", err)
 		status := cl.Complete
 		if werr := f.ev.Wait(); werr != nil {
 			if s, serr := f.ev.Status(); serr == nil && s < 0 {
@@ -810,10 +768,10 @@ func (w *worker) drain() {
 	deadline := time.Now().Add(drainTimeout)
 	for w.inflight > 0 {
 		if time.Now().After(deadline) {
-			w.d.log.Error("commands still running at deinit", "worker", w.spec.ID, "device", w.dev.name, "commands", w.inflight)
+			w.d.log.Error("commands still running at deinit", "worker", w.rings.Spec.ID, "device", w.dev.name, "commands", w.inflight)
 			return
 		}
-		if !w.bell.Wait(w.pending.Load, 0, 100*time.Millisecond) {
+		if !w.rings.Bell.Wait(w.pending.Load, 0, 100*time.Millisecond) {
 			w.poll()
 		}
 		if err := w.retire(); err != nil {
@@ -822,7 +780,7 @@ func (w *worker) drain() {
 			w.d.stop.Store(true)
 		}
 	}
-	w.ringCore()
+	w.rings.Flush()
 }
 
 // close frees the worker's buffers and its event sink. Buffers are only

@@ -76,7 +76,7 @@ func TestRetireOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The run loop polls when no callback comes for a while.
-		if !w.bell.Wait(w.pending.Load, 0, time.Second) {
+		if !w.rings.Bell.Wait(w.pending.Load, 0, time.Second) {
 			w.poll()
 		}
 		if !w.pending.Load() {
