@@ -369,7 +369,9 @@ func (e *engine) startInit(u reduxUse, c *contrib, w *workerState) error {
 	if mask == 0 {
 		return fmt.Errorf("init codelet %q has no implementation for driver-%s", rd.initCl.Name, w.drv.name)
 	}
-	k := rd.initInfo.impls[w.driverIdx][bits.TrailingZeros8(mask)]
+	i := bits.TrailingZeros8(mask)
+	k := rd.initInfo.impls[w.driverIdx][i]
+	flags := rd.initInfo.execFlags(w.driverIdx, int8(i))
 	if c.h.span.Size == 0 {
 		s, err := e.rt.arena.Alloc(c.h.size)
 		if err != nil {
@@ -393,7 +395,7 @@ func (e *engine) startInit(u reduxUse, c *contrib, w *workerState) error {
 	})
 	d := wire.BufferDesc{Offset: c.h.span.Offset, Mode: rd.initMode, Layout: c.h.layout}
 	e.postCtl(w, wire.ExecSize(1, 0), func(b []byte) {
-		wire.PutExecHeader(b, x.id, uint32(k), 1, 0)
+		wire.PutExecHeader(b, x.id, uint32(k), flags, 1, 0)
 		wire.EncodeBuffer(b[wire.ExecHeaderSize:], &d)
 	})
 	return nil

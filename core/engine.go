@@ -332,7 +332,7 @@ func (e *engine) push(j *job, releasedBy int32) {
 	if err == nil {
 		p.Encode(b)
 		if k >= 0 {
-			e.encodeExec(b[wire.PushLen(len(p.Transfer)):], j, k, 0)
+			e.encodeExec(b[wire.PushLen(len(p.Transfer)):], j, k, 0, 0)
 		}
 		// Tracked after push's last access to j, before the policy can
 		// decide on it, and under c.mu: Delete's removal message, and so
@@ -639,17 +639,17 @@ func (e *engine) post(w *workerState, j *job) bool {
 	if b == nil {
 		return false
 	}
-	e.encodeExec(b, j, k, w.node)
+	e.encodeExec(b, j, k, j.cl.execFlags(w.driverIdx, j.impl), w.node)
 	w.dispatch.Commit()
 	w.mustRing = true
 	return true
 }
 
-// encodeExec writes j's Exec, with kernel index k, for a worker on memory
-// node into b (wire.ExecSize bytes).
-func (e *engine) encodeExec(b []byte, j *job, k int32, node int) {
+// encodeExec writes j's Exec, with kernel index k and wire flags, for a
+// worker on memory node into b (wire.ExecSize bytes).
+func (e *engine) encodeExec(b []byte, j *job, k int32, flags uint32, node int) {
 	t := j.task
-	wire.PutExecHeader(b, j.id, uint32(k), len(t.Handles), len(t.Arg))
+	wire.PutExecHeader(b, j.id, uint32(k), flags, len(t.Handles), len(t.Arg))
 	p := b[wire.ExecHeaderSize:]
 	hs, modes := t.Handles, j.modes
 	if j.sub {

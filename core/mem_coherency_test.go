@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,11 +36,13 @@ type memDevice struct {
 	arena    *shm.Arena
 	capacity uint64
 
-	mu     sync.Mutex
-	bufs   map[uint64][]byte
-	copies atomic.Int64
-	stop   atomic.Bool
-	wg     sync.WaitGroup
+	mu   sync.Mutex
+	bufs map[uint64][]byte
+	// execFlags are the wire flags of the Execs run, in order.
+	execFlags []uint32
+	copies    atomic.Int64
+	stop      atomic.Bool
+	wg        sync.WaitGroup
 }
 
 func (d *memDevice) PluginInfo(context.Context) (*base.Info, error) {
@@ -141,6 +144,7 @@ func (d *memDevice) handle(msg []byte) (uint64, error) {
 	case wire.TypeExec:
 		var e wire.Exec
 		e.Decode(msg)
+		d.execFlags = append(d.execFlags, e.Flags)
 		b := e.Buffers[0]
 		mem, ok := d.bufs[b.Offset]
 		if b.Node != 1 || !ok {
@@ -546,5 +550,38 @@ func TestDeviceDriverFailsFingerprint(t *testing.T) {
 		if w.Arch != driver.CPU {
 			t.Fatalf("worker %+v: want CPU workers only", w)
 		}
+	}
+}
+
+// TestImplAsyncReachesDriver checks that an implementation flagged
+// ImplAsync is run with wire.ExecAsync, and one not flagged without it:
+// the driver decides by it how many tasks it keeps in flight.
+func TestImplAsyncReachesDriver(t *testing.T) {
+	rt, dev := startWithDevice(t, 1<<20)
+	x := []float32{1, 2}
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := &core.Codelet{Name: "scal_sync", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.RW}}
+	async := &core.Codelet{Name: "scal_async", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.RW},
+		ImplFlags: map[driver.Arch][]core.ImplFlag{driver.OpenCL: {core.ImplAsync}}}
+	for _, cl := range []*core.Codelet{plain, async, plain} {
+		scal(t, rt, cl, h, 2)
+	}
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	dev.mu.Lock()
+	got := slices.Clone(dev.execFlags)
+	dev.mu.Unlock()
+	if want := []uint32{0, wire.ExecAsync, 0}; !slices.Equal(got, want) {
+		t.Fatalf("Exec flags %v, want %v", got, want)
+	}
+	if x[0] != 8 || x[1] != 16 {
+		t.Fatalf("x = %v, want [8 16]", x)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
 // Mode is a buffer's access mode.
@@ -97,8 +98,12 @@ type ImplFlag uint8
 
 // Implementation flags.
 const (
-	// ImplAsync marks a CUDA or OpenCL implementation that only queues its
-	// kernel on the device stream and returns (STARPU_CUDA_ASYNC).
+	// ImplAsync marks a CUDA or OpenCL implementation whose kernel may
+	// overlap the worker's next tasks (STARPU_CUDA_ASYNC,
+	// STARPU_OPENCL_ASYNC): the driver keeps up to its pipeline depth of
+	// them in flight (STARPU_OPENCL_PIPELINE, STARPU_CUDA_PIPELINE, 2 by
+	// default). Without it a device worker starts no other task until the
+	// kernel ends, as StarPU does for synchronous implementations.
 	ImplAsync ImplFlag = 1 << 0
 )
 
@@ -201,6 +206,9 @@ type codeletInfo struct {
 	// or -1; implMask[d] has bit i set where it is not -1.
 	impls    [][]int32
 	implMask []uint8
+	// asyncMask[d] has bit i set where implementation i is flagged
+	// ImplAsync.
+	asyncMask []uint8
 	// rr[d] is the round-robin cursor among implementations when
 	// calibrating (engine goroutine only).
 	rr []uint8
@@ -334,7 +342,7 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 		return nil, err
 	}
 	info := &codeletInfo{model: model, nowhere: cl.Where == Nowhere, impls: make([][]int32, len(rt.drivers)),
-		implMask: make([]uint8, len(rt.drivers)), rr: make([]uint8, len(rt.drivers)), stats: make([]workerStat, len(rt.workers)),
+		implMask: make([]uint8, len(rt.drivers)), asyncMask: make([]uint8, len(rt.drivers)), rr: make([]uint8, len(rt.drivers)), stats: make([]workerStat, len(rt.workers)),
 		retryable: cl.Retryable}
 	for _, m := range cl.Modes {
 		info.modes |= m
@@ -349,8 +357,12 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 		}
 		names := cl.implNames(drv.fp.Arch)
 		info.impls[d] = make([]int32, len(names))
+		flags := cl.ImplFlags[drv.fp.Arch]
 		for i, name := range names {
 			info.impls[d][i] = -1
+			if i < len(flags) && flags[i]&ImplAsync != 0 {
+				info.asyncMask[d] |= 1 << i
+			}
 			if src, ok := cl.Sources[drv.fp.Arch]; ok {
 				k, err := drv.loadKernel(name, src)
 				if err != nil {
@@ -432,6 +444,15 @@ func (rt *Runtime) assign(j *job, w *workerState) int32 {
 		j.impl = int8(i)
 	}
 	return j.cl.impls[w.driverIdx][j.impl]
+}
+
+// execFlags is the wire flags of implementation impl on driver d's
+// workers: wire.ExecAsync where it is flagged ImplAsync.
+func (info *codeletInfo) execFlags(d int, impl int8) uint32 {
+	if impl >= 0 && info.asyncMask[d]&(1<<impl) != 0 {
+		return wire.ExecAsync
+	}
+	return 0
 }
 
 // nnodes is the number of memory nodes, as MemoryNodes lists them.

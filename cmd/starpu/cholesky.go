@@ -112,9 +112,11 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, l
 	}
 	// The BLAS 3 kernels also run on OpenCL devices (driver-opencl hosts
 	// them under the same names); the factorisation of diagonal tiles stays
-	// on CPUs, as in StarPU's example.
+	// on CPUs, as in StarPU's example. The device kernels only queue work,
+	// so they are flagged asynchronous: a device keeps a few in flight.
 	anywhere := func(k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: k, Kernels: map[core.Arch]string{core.CPU: k, core.OpenCL: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable}
+		return &core.Codelet{Name: k, Kernels: map[core.Arch]string{core.CPU: k, core.OpenCL: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable,
+			ImplFlags: map[core.Arch][]core.ImplFlag{core.OpenCL: {core.ImplAsync}}}
 	}
 	potrf := cpu(ks.potrf, core.RW)
 	trsm := anywhere(ks.trsm, core.R, core.RW)

@@ -50,7 +50,7 @@ const (
 	TransferSize   = 8
 	DoneSize       = 24
 	AssignSize     = 24
-	ExecHeaderSize = 24
+	ExecHeaderSize = 32
 	BufferDescSize = 56
 	CompletionSize = 40
 	AllocSize      = 32
@@ -352,16 +352,28 @@ func ExecSize(n, argLen int) int { return ExecHeaderSize + n*BufferDescSize + ar
 // Exec asks a worker to run a task. Buffers and Arg alias the message when
 // decoded into a reused Exec.
 type Exec struct {
-	ID      uint64
-	Kernel  uint32
+	ID     uint64
+	Kernel uint32
+	// Flags are ExecAsync and future per-task hints for the driver.
+	Flags   uint32
 	Buffers []BufferDesc
 	Arg     []byte
 }
 
+// Exec flags.
+const (
+	// ExecAsync says the task's implementation is flagged asynchronous
+	// (core.ImplAsync, StarPU's STARPU_CUDA_ASYNC and STARPU_OPENCL_ASYNC):
+	// a device driver may start the worker's next task before this one
+	// ends, keeping a few in flight. Without it the worker waits for the
+	// task to end before it starts another.
+	ExecAsync uint32 = 1 << 0
+)
+
 // Encode writes e into b, which must be ExecSize(len(e.Buffers), len(e.Arg))
 // bytes.
 func (e *Exec) Encode(b []byte) {
-	PutExecHeader(b, e.ID, e.Kernel, len(e.Buffers), len(e.Arg))
+	PutExecHeader(b, e.ID, e.Kernel, e.Flags, len(e.Buffers), len(e.Arg))
 	p := b[ExecHeaderSize:]
 	for i := range e.Buffers {
 		EncodeBuffer(p, &e.Buffers[i])
@@ -392,6 +404,7 @@ func (e *Exec) Decode(b []byte) error {
 	}
 	e.Kernel = le.Uint32(b[4:])
 	e.ID = le.Uint64(b[8:])
+	e.Flags = le.Uint32(b[24:])
 	n32, argLen32 := le.Uint32(b[16:]), le.Uint32(b[20:])
 	if !fits(b, ExecHeaderSize, n32, BufferDescSize, argLen32) {
 		return fmt.Errorf("wire: exec message of %d bytes for %d buffers and %d argument bytes: %w", len(b), n32, argLen32, ErrShort)
@@ -623,11 +636,13 @@ func nanotime() int64
 
 // PutExecHeader writes an Exec message's header, for a producer that encodes
 // the buffers and argument itself straight into the ring.
-func PutExecHeader(b []byte, id uint64, kernel uint32, nbuffers, argLen int) {
+func PutExecHeader(b []byte, id uint64, kernel, flags uint32, nbuffers, argLen int) {
 	_ = b[ExecHeaderSize-1]
 	le.PutUint32(b[0:], TypeExec)
 	le.PutUint32(b[4:], kernel)
 	le.PutUint64(b[8:], id)
 	le.PutUint32(b[16:], uint32(nbuffers))
 	le.PutUint32(b[20:], uint32(argLen))
+	le.PutUint32(b[24:], flags)
+	le.PutUint32(b[28:], 0)
 }

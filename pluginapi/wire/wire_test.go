@@ -17,7 +17,7 @@ func TestRoundTrip(t *testing.T) {
 	type codec interface {
 		Decode([]byte) error
 	}
-	exec := Exec{ID: 7, Kernel: 3, Arg: []byte("arg"), Buffers: []BufferDesc{
+	exec := Exec{ID: 7, Kernel: 3, Flags: ExecAsync, Arg: []byte("arg"), Buffers: []BufferDesc{
 		{Node: 2, Offset: 1 << 40, Mode: kernel.RW, Layout: kernel.Layout{Interface: kernel.Matrix, ElemSize: 4, NX: 5, NY: 6, LD: 8}},
 		{Offset: 64, Mode: kernel.R, Layout: kernel.Layout{Interface: kernel.FirstPluginInterface + 1, ElemSize: 8, NX: 1, NY: 2, NZ: 3, LD: 4, LDZ: 5}},
 	}}

@@ -32,7 +32,14 @@ const (
 	EnvLimitMem = "STARPU_LIMIT_OPENCL_MEM"
 	// EnvNDevices caps the number of devices used (0: none, -1: all).
 	EnvNDevices = "STARPU_NOPENCL"
+	// EnvPipeline is how many kernels of implementations flagged
+	// asynchronous a worker keeps in flight (default 2; 0 runs every
+	// kernel synchronously).
+	EnvPipeline = "STARPU_OPENCL_PIPELINE"
 )
+
+// defaultPipeline is StarPU's default for EnvPipeline.
+const defaultPipeline = 2
 
 // Driver is the OpenCL driver: one unit and one memory node per OpenCL
 // device, one worker per unit the core asks for.
@@ -81,6 +88,8 @@ type settings struct {
 	ndevices int64 // < 0: all
 	// from says where ndevices came from, for the Note.
 	ndevFrom string
+	// pipeline is how many asynchronous kernels a worker keeps in flight.
+	pipeline int64
 }
 
 // New returns an OpenCL driver over the arena.
@@ -88,7 +97,7 @@ func New(a *shm.Arena, log hclog.Logger) *Driver {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Driver{arena: a, log: log, cfg: settings{limitMiB: -1, ndevices: -1}, loadedIdx: map[loadedKey]int{}}
+	return &Driver{arena: a, log: log, cfg: settings{limitMiB: -1, ndevices: -1, pipeline: defaultPipeline}, loadedIdx: map[loadedKey]int{}}
 }
 
 // Serve is the whole main() of the OpenCL driver plugin.
@@ -109,6 +118,7 @@ func (d *Driver) ConfigSchema(context.Context) (*base.Schema, error) {
 		{Name: "on_cpus", Type: base.AttrBool, Default: "false", Doc: "use CPU-type OpenCL devices (pocl) too; env " + EnvOnCPUs},
 		{Name: "limit_mem_mib", Type: base.AttrInt, Doc: "memory the runtime may use on each device, in MiB (default: all of it); env " + EnvLimitMem},
 		{Name: "ndevices", Type: base.AttrInt, Doc: "how many OpenCL devices to use, 0 for none (default: all); env " + EnvNDevices},
+		{Name: "pipeline", Type: base.AttrInt, Default: strconv.Itoa(defaultPipeline), Doc: "kernels of implementations flagged asynchronous (ImplAsync) each worker keeps in flight, 0 to run every kernel synchronously; env " + EnvPipeline},
 	}}, nil
 }
 
@@ -135,6 +145,12 @@ func (d *Driver) SetConfig(ctx context.Context, cfg base.Config) error {
 			return fmt.Errorf("driver-opencl config: ndevices = %d: must be -1 (all) or more", v)
 		}
 		next.ndevices, next.ndevFrom = v, "the config's ndevices = "+strconv.FormatInt(v, 10)
+	}
+	if v, ok := cfg["pipeline"].(int64); ok {
+		if v < 0 || v > maxPipeline {
+			return fmt.Errorf("driver-opencl config: pipeline = %d: want 0 to %d", v, maxPipeline)
+		}
+		next.pipeline = v
 	}
 	d.cfg = next
 	return nil
@@ -168,8 +184,19 @@ func (d *Driver) effective() (settings, error) {
 		}
 		s.ndevices, s.ndevFrom = n, EnvNDevices+"="+v
 	}
+	if v, ok := os.LookupEnv(EnvPipeline); ok && v != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 0 || n > maxPipeline {
+			return s, fmt.Errorf("driver-opencl: %s=%q: want a number of kernels from 0 to %d", EnvPipeline, v, maxPipeline)
+		}
+		s.pipeline = n
+	}
 	return s, nil
 }
+
+// maxPipeline bounds EnvPipeline: beyond a few kernels in flight a worker
+// only holds back tasks other workers could run.
+const maxPipeline = 64
 
 // parseLimitMiB parses a value of EnvLimitMem: a whole number of MiB, 0 or
 // more (surrounding spaces allowed, as core/config allows them). A value
@@ -368,6 +395,10 @@ func (d *Driver) Init(_ context.Context, req *driver.InitRequest) error {
 	if err != nil {
 		return err
 	}
+	cfg, err := d.effective()
+	if err != nil {
+		return err
+	}
 	var ws []*worker
 	fail := func(err error) error {
 		for _, w := range ws {
@@ -391,6 +422,10 @@ func (d *Driver) Init(_ context.Context, req *driver.InitRequest) error {
 		w, err := d.newWorker(spec, dev, req.SpinIters)
 		if err != nil {
 			return fail(fmt.Errorf("driver-opencl: worker %d: %w", spec.ID, err))
+		}
+		w.depth = max(int(cfg.pipeline), 1)
+		if cfg.pipeline == 0 {
+			w.allSync = true
 		}
 		ws = append(ws, w)
 	}

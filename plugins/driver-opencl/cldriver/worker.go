@@ -69,6 +69,10 @@ type flight struct {
 	call   string // the OpenCL call that enqueued ev
 	enqNs  int64
 	kernel bool // take the duration from the event's profiling times
+	// exec is a task's flight (it counts against the pipeline); sync one
+	// whose implementation is not flagged asynchronous (the worker takes
+	// no other task until it ends).
+	exec, sync bool
 	keys   []key
 	// after are the flights (by seq) this one depends on: its completion
 	// is posted after theirs.
@@ -97,6 +101,10 @@ type worker struct {
 	rings *driver.Rings
 	node  uint32
 	sink  *cl.Sink
+	// depth is how many tasks the worker keeps in flight (EnvPipeline, at
+	// least 1); allSync runs every task synchronously (EnvPipeline=0).
+	depth   int
+	allSync bool
 
 	// Filled by the event callback on OpenCL's threads.
 	doneMu  sync.Mutex
@@ -107,6 +115,10 @@ type worker struct {
 	slots    []flight
 	free     []int
 	inflight int
+	// tasks counts the Exec flights in flight; syncBusy says one of them
+	// is synchronous.
+	tasks    int
+	syncBusy bool
 	seq      uint64
 	live     map[uint64]int // slot of each flight not yet retired, by seq
 	ready    []int          // slots reported done, not yet retired
@@ -154,7 +166,7 @@ func (d *Driver) run(w *worker) {
 	// OpenCL is called from one thread per worker, as StarPU does.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ready := func() bool { return w.rings.HasWork() || w.pending.Load() || d.stop.Load() }
+	ready := func() bool { return w.pending.Load() || d.stop.Load() || w.mayTake(w.rings.Dispatch.Peek()) }
 	for !d.stop.Load() {
 		if !w.rings.Idle(ready, 200*time.Millisecond) {
 			if w.inflight > 0 {
@@ -164,10 +176,12 @@ func (d *Driver) run(w *worker) {
 		}
 		if err := w.runOnce(); err != nil {
 			d.log.Error("worker stopped", "worker", w.rings.Spec.ID, "device", w.dev.name, "error", err)
-			break
+			w.drain(false)
+			w.close()
+			return
 		}
 	}
-	w.drain()
+	w.drain(true)
 	w.close()
 }
 
@@ -178,7 +192,7 @@ func (w *worker) runOnce() error {
 		return err
 	}
 	n := 0
-	for msg := w.rings.Dispatch.Peek(); msg != nil; msg = w.rings.Dispatch.Peek() {
+	for msg := w.rings.Dispatch.Peek(); w.mayTake(msg); msg = w.rings.Dispatch.Peek() {
 		if err := w.handle(msg); err != nil {
 			return err
 		}
@@ -200,6 +214,21 @@ func (w *worker) runOnce() error {
 	}
 	w.rings.Flush()
 	return nil
+}
+
+// mayTake reports whether the worker may take msg, its next dispatch
+// message, off the ring now: anything but a task may go; a task waits while
+// a synchronous one runs or the pipeline is full (StarPU's rule for
+// implementations flagged asynchronous or not). It only reads the ring and
+// the worker's own state, so that it may serve in the run loop's wait.
+func (w *worker) mayTake(msg []byte) bool {
+	if msg == nil {
+		return false
+	}
+	if wire.Type(msg) != wire.TypeExec {
+		return true
+	}
+	return !w.syncBusy && w.tasks < w.depth
 }
 
 // handle enqueues one dispatch message. A message the device cannot carry
@@ -327,6 +356,12 @@ func (w *worker) finish(slot int) error {
 	}
 	f.ev.Release()
 	delete(w.live, f.seq)
+	if f.exec {
+		w.tasks--
+		if f.sync {
+			w.syncBusy = false
+		}
+	}
 	*f = flight{keys: f.keys[:0], after: f.after[:0]}
 	w.free = append(w.free, slot)
 	w.inflight--
@@ -363,6 +398,10 @@ func (w *worker) launch(f flight) error {
 	w.slots[slot] = f
 	w.live[f.seq] = slot
 	w.inflight++
+	if f.exec {
+		w.tasks++
+		w.syncBusy = w.syncBusy || f.sync
+	}
 	if err := f.ev.OnComplete(w.sink, f.seq); err != nil {
 		// No callback: wait for the command here rather than lose it.
 		w.d.log.Warn("event callback refused; waiting for the command", "worker", w.rings.Spec.ID, "error", err)
@@ -758,15 +797,27 @@ func (w *worker) enqueueExec(e *wire.Exec, now int64) error {
 			w.record(key{w.node, b.Offset}, b.Mode&kernel.W != 0, kernelQ, ev)
 		}
 	}
-	return w.launch(flight{id: e.ID, ev: ev, what: what, call: call, enqNs: now, kernel: !empty, keys: w.keys})
+	sync := w.allSync || e.Flags&wire.ExecAsync == 0
+	return w.launch(flight{id: e.ID, ev: ev, what: what, call: call, enqNs: now, kernel: !empty, keys: w.keys, exec: true, sync: sync})
 }
 
-// drain waits for the commands in flight, posting their completions while
-// the core still reads them.
-func (w *worker) drain() {
+// drain finishes the worker's tasks at Deinit: those in flight and, when
+// ring is set, those still on the dispatch ring that the pipeline held
+// back (Deinit ends the tasks sent before it). It posts their completions
+// while the core still reads them.
+func (w *worker) drain(ring bool) {
 	w.flush()
 	deadline := time.Now().Add(drainTimeout)
-	for w.inflight > 0 {
+	for {
+		if ring {
+			if err := w.runOnce(); err != nil {
+				w.d.log.Error("worker stopped while draining", "worker", w.rings.Spec.ID, "device", w.dev.name, "error", err)
+				ring = false
+			}
+		}
+		if w.inflight == 0 && (!ring || w.rings.Dispatch.Peek() == nil) {
+			break
+		}
 		if time.Now().After(deadline) {
 			w.d.log.Error("commands still running at deinit", "worker", w.rings.Spec.ID, "device", w.dev.name, "commands", w.inflight)
 			return
@@ -776,8 +827,8 @@ func (w *worker) drain() {
 		}
 		if err := w.retire(); err != nil {
 			// The core is not reading completions any more: finish
-			// retiring without posting.
-			w.d.stop.Store(true)
+			// retiring without taking more.
+			ring = false
 		}
 	}
 	w.rings.Flush()
