@@ -598,6 +598,7 @@ func (e *engine) posted(c *SchedContext, wid int, id uint64) {
 		return
 	}
 	e.rt.assign(j, w)
+	e.notePrediction(j, w)
 }
 
 // enqueue posts j to w, behind the tasks already waiting for room.
@@ -621,6 +622,7 @@ func (e *engine) post(w *workerState, j *job) bool {
 		e.fail(j, w.id, fmt.Errorf("%w: scheduler assigned task %q to worker %d (%s), which has no kernel for it", ErrNoWorker, j.name(), w.id, w.drv.fp.Arch))
 		return true
 	}
+	e.notePrediction(j, w)
 	t := j.task
 	if j.sub && !e.prepareSub(j, w) {
 		return true // failed, or posted again once its REDUX buffers are initialised

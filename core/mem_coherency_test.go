@@ -585,3 +585,58 @@ func TestImplAsyncReachesDriver(t *testing.T) {
 		t.Fatalf("x = %v, want [8 16]", x)
 	}
 }
+
+// TestPredictedForWorkerArch: Profiling's Predicted is the model's
+// prediction for the architecture the task ran on (not the first one with
+// a prediction), and PredictedTransfer the bus model's for the worker's
+// node.
+func TestPredictedForWorkerArch(t *testing.T) {
+	rt, _ := startWithDevice(t, 1<<20)
+	x := make([]float32, 1<<14)
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &core.Codelet{Name: "scal_both", Modes: []core.Mode{core.RW}, Model: core.HistoryModel,
+		Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF32, driver.OpenCL: "dev_scal_f32"}}
+	var cpu, dev int = -1, -1
+	for _, w := range rt.Workers() {
+		switch w.Arch {
+		case driver.CPU:
+			cpu = w.ID
+		case driver.OpenCL:
+			dev = w.ID
+		}
+	}
+	on := func(worker int) *core.Task {
+		task := &core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 1}.Encode(), ExecuteOnWorker: true, Worker: worker}
+		if err := rt.Submit(task); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.Wait(task); err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	// Calibrate both architectures. The in-process device's kernel takes
+	// nanoseconds, the CPU plugin's microseconds.
+	for i := 0; i < 12; i++ {
+		on(cpu)
+		on(dev)
+	}
+	pc, err := rt.Profiling(on(cpu))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := rt.Profiling(on(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc.Predicted <= 0 || pd.Predicted <= 0 || pd.Predicted >= pc.Predicted {
+		t.Fatalf("predicted %v on the CPU and %v on the device: want both known and the device's the shorter", pc.Predicted, pd.Predicted)
+	}
+	// Each task finds the data on the other node.
+	if pc.PredictedTransfer <= 0 || pd.PredictedTransfer <= 0 {
+		t.Fatalf("predicted transfers %v and %v, want both known", pc.PredictedTransfer, pd.PredictedTransfer)
+	}
+}

@@ -115,9 +115,6 @@ func (e *engine) predict(j *job, p *wire.Push) {
 			}
 			if ns, ok := m.Predict(key, j.footprint, j.dataSize); ok {
 				p.Length[a] = int64(ns)
-				if j.predicted < 0 {
-					j.predicted = int64(ns)
-				}
 			}
 		}
 	}
@@ -150,6 +147,29 @@ func (e *engine) predict(j *job, p *wire.Push) {
 		p.Transfer = append(p.Transfer, int64(ns))
 	}
 	j.transfer = p.Transfer
+}
+
+// notePrediction keeps, for Profiling, what the models predicted for j on
+// the worker that runs it: its length on w's architecture (the worker's
+// own model entry) and the transfer of its input to w's node, read when
+// it is dispatched, before its own duration is recorded. The transfer is 0
+// on a machine with RAM only, where nothing ever moves, and unknown (-1)
+// without a bus model.
+func (e *engine) notePrediction(j *job, w *workerState) {
+	j.predicted = -1
+	if m := j.cl.model; m != nil {
+		if ns, ok := m.Predict(w.archKey, j.footprint, j.dataSize); ok {
+			j.predicted = int64(ns)
+		}
+	}
+	switch {
+	case !e.rt.multiNode:
+		j.predictedTransfer = 0
+	case w.node < len(j.transfer):
+		j.predictedTransfer = j.transfer[w.node]
+	default:
+		j.predictedTransfer = -1
+	}
 }
 
 // record adds a completed task's duration to its codelet's model.

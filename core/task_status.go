@@ -84,9 +84,11 @@ type ProfilingInfo struct {
 	// of the implementation it ran (Codelet.Impls), -1 when none.
 	Worker         int
 	Implementation int
-	// Predicted and PredictedTransfer are the performance models'
-	// predictions of its execution and of its input transfers, -1 when
-	// there were none.
+	// Predicted is the performance model's prediction of its execution on
+	// the worker that ran it, read when it was dispatched there;
+	// PredictedTransfer the bus model's for bringing its input to that
+	// worker's memory node (0 on a machine with RAM only). Each is -1 when
+	// there was none.
 	Predicted, PredictedTransfer time.Duration
 }
 

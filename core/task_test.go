@@ -1028,6 +1028,9 @@ func TestSyncTaskStatsTrace(t *testing.T) {
 	if p.Predicted != -1 {
 		t.Errorf("predicted %v without a performance model", p.Predicted)
 	}
+	if p.PredictedTransfer != 0 {
+		t.Errorf("predicted transfer %v on a machine with RAM only, want 0", p.PredictedTransfer)
+	}
 	var buf bytes.Buffer
 	if err := rt.WriteTrace(&buf); err != nil {
 		t.Fatal(err)
