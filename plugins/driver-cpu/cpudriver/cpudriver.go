@@ -243,12 +243,19 @@ func (d *Driver) run(w *worker) {
 		d.bindThread(w.rings.Spec.Unit)
 	}
 	ready := func() bool { return w.rings.HasWork() || d.stop.Load() }
-	for !d.stop.Load() {
-		if !w.rings.Idle(ready, 200*time.Millisecond) {
+	for {
+		// Deinit ends the tasks sent before it: the worker leaves only
+		// after a pass begun once it saw the stop flag finds its rings
+		// empty, since a task may land on one ring while it runs the other.
+		stopping := d.stop.Load()
+		if !stopping && !w.rings.Idle(ready, 200*time.Millisecond) {
 			continue
 		}
 		if err := d.runOnce(w); err != nil {
 			d.log.Error("worker stopped", "worker", w.rings.Spec.ID, "error", err)
+			return
+		}
+		if stopping && !w.rings.HasWork() {
 			return
 		}
 	}

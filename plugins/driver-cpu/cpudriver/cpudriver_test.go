@@ -1,128 +1,88 @@
 package cpudriver
 
 import (
-	"context"
+	"errors"
+	"os"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/driver/drivertest"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/shm"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
-// rig is one in-process driver over a real arena, with the core's side of
-// its workers' rings and bells played by the test.
-type rig struct {
-	d        *Driver
-	a        *shm.Arena
-	specs    []driver.WorkerSpec
-	dispatch []*shm.Ring
-	done     []*shm.Ring
-	bells    []*shm.Bell
-	coreBell *shm.Bell
-}
-
-func newRig(t *testing.T, workers int, ks ...kernel.Kernel) *rig {
-	t.Helper()
-	a, err := shm.Create(64<<20, 8<<20)
-	if err != nil {
-		t.Fatal(err)
+// TestMain lets this test binary be a driver-cpu plugin process hosting
+// the conformance kernels: TestConformance's plugin mode starts it, which
+// spares building a plugin main for them.
+func TestMain(m *testing.M) {
+	if drivertest.IsPlugin() {
+		Serve(WithKernels(conformanceKernels...))
+		return
 	}
-	t.Cleanup(func() { a.Close() })
-	r := &rig{a: a, d: New(a, nil, WithKernels(ks...))}
-	if err := r.d.SetConfig(context.Background(), base.Config{"bind": false}); err != nil {
-		t.Fatal(err)
-	}
-	var core uint64
-	r.coreBell, core = r.bell(t)
-	for i := 0; i < workers; i++ {
-		spec := driver.WorkerSpec{ID: i, Unit: i, CoreBell: core}
-		var ring *shm.Ring
-		ring, spec.Dispatch = r.ring(t)
-		r.dispatch = append(r.dispatch, ring)
-		ring, spec.Completion = r.ring(t)
-		r.done = append(r.done, ring)
-		var b *shm.Bell
-		b, spec.Bell = r.bell(t)
-		r.bells = append(r.bells, b)
-		r.specs = append(r.specs, spec)
-	}
-	return r
-}
-
-func (r *rig) ring(t *testing.T) (*shm.Ring, base.Span) {
-	s, err := r.a.Carve(shm.RingBytes(1<<16), 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := shm.InitRing(r.a.Bytes(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ring, s
-}
-
-func (r *rig) bell(t *testing.T) (*shm.Bell, uint64) {
-	s, err := r.a.Carve(shm.BellSize, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.a.Bell(s.Offset), s.Offset
-}
-
-func (r *rig) init(t *testing.T) {
-	t.Helper()
-	if err := r.d.Init(context.Background(), &driver.InitRequest{Workers: r.specs, SpinIters: 50}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.d.Deinit(context.Background()) })
-}
-
-// post queues task id for kernel k on worker w, without ringing.
-func (r *rig) post(t *testing.T, w int, id uint64, k uint32) {
-	t.Helper()
-	e := wire.Exec{ID: id, Kernel: k}
-	b := r.dispatch[w].Reserve(wire.ExecSize(0, 0))
-	if b == nil {
-		t.Fatal("dispatch ring full")
-	}
-	e.Encode(b)
-	r.dispatch[w].Commit()
-}
-
-// collect reads worker w's completions until it has n, waiting on the core
-// bell as the engine does: for a ring since it last looked, sleeping at
-// once. A completion the worker posts without ever ringing for it fails
-// the test instead of hanging it.
-func (r *rig) collect(t *testing.T, w, n int) []uint64 {
-	t.Helper()
-	var ids []uint64
-	var c wire.Completion
-	for {
-		seq := r.coreBell.Seq()
-		for msg := r.done[w].Peek(); msg != nil; msg = r.done[w].Peek() {
-			if err := c.Decode(msg); err != nil {
-				t.Fatal(err)
-			}
-			if c.Failed {
-				t.Fatalf("task %d failed: %s", c.ID, c.Err)
-			}
-			ids = append(ids, c.ID)
-			r.done[w].Release()
-		}
-		if len(ids) >= n {
-			return ids
-		}
-		if !r.coreBell.Wait(func() bool { return r.coreBell.Seq() != seq }, 0, 5*time.Second) {
-			t.Fatalf("worker %d posted %d of %d completions and stopped ringing", w, len(ids), n)
-		}
-	}
+	os.Exit(m.Run())
 }
 
 var nop = kernel.Kernel{Name: "nop", Func: func(*kernel.Context) error { return nil }}
+
+// conformanceKernels are the kernels the conformance suite runs: "add1"
+// adds 1 to the float32s of its buffer, "fail" fails with the text of its
+// buffer.
+var conformanceKernels = []kernel.Kernel{
+	{Name: "add1", Func: func(ctx *kernel.Context) error {
+		for i, x := range ctx.Buffers[0].Float32s() {
+			ctx.Buffers[0].Float32s()[i] = x + 1
+		}
+		return nil
+	}},
+	{Name: "fail", Func: func(ctx *kernel.Context) error { return errors.New(string(ctx.Buffers[0].Bytes)) }},
+}
+
+// TestConformance runs the driver kit's conformance suite on the CPU
+// driver, in process and as a plugin process, with three workers (more
+// than this machine may have cores: the workers are not bound). The
+// tasks add 1 to 1024 floats: long enough that tasks queue up behind a
+// worker.
+func TestConformance(t *testing.T) {
+	h := drivertest.Harness{
+		Config: base.Config{"bind": false, "units": int64(3)},
+		OK: func(w *drivertest.Worker) drivertest.Task {
+			s := w.RAM(4 << 10)
+			return drivertest.Task{Kernel: w.Kernel("add1"), Buffers: []wire.BufferDesc{drivertest.Vec(0, s.Offset, 1<<10, 4, kernel.RW)}}
+		},
+		Fail: func(w *drivertest.Worker, msg string) drivertest.Task {
+			s := w.RAM(uint64(len(msg)))
+			copy(w.Bytes(s), msg)
+			return drivertest.Task{Kernel: w.Kernel("fail"), Buffers: []wire.BufferDesc{drivertest.Vec(0, s.Offset, uint64(len(msg)), 1, kernel.R)}}
+		},
+	}
+	t.Run("in-process", func(t *testing.T) {
+		h := h
+		h.Start = drivertest.InProcess(func(a *shm.Arena) driver.Driver { return New(a, nil, WithKernels(conformanceKernels...)) })
+		drivertest.Run(t, h)
+	})
+	t.Run("plugin", func(t *testing.T) {
+		h := h
+		h.Start = drivertest.Plugin(os.Args[0])
+		drivertest.Run(t, h)
+	})
+}
+
+// newRig starts an in-process driver with kernels ks and n unbound workers
+// in a rig, not yet initialised.
+func newRig(t *testing.T, workers int, ks ...kernel.Kernel) (*drivertest.Rig, *Driver) {
+	t.Helper()
+	var d *Driver
+	r := drivertest.Start(t, drivertest.InProcess(func(a *shm.Arena) driver.Driver {
+		d = New(a, nil, WithKernels(ks...))
+		return d
+	}), drivertest.Config(base.Config{"bind": false, "units": int64(workers)}), drivertest.Workers(workers), drivertest.NoInit())
+	return r, d
+}
 
 func TestCompletionsRungInBatches(t *testing.T) {
 	const tasks = 16
@@ -139,24 +99,28 @@ func TestCompletionsRungInBatches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t, 1, nop)
-			for i := 1; i <= tasks; i++ {
-				r.post(t, 0, uint64(i), 0)
+			r, _ := newRig(t, 1, nop)
+			w := r.W(0)
+			var ids []uint64
+			for range tasks {
+				ids = append(ids, w.Exec(0, nil))
 			}
 			if tt.urgent {
-				r.coreBell.AddUrgent(1)
+				r.CoreBell.AddUrgent(1)
 			}
-			before := r.coreBell.Seq()
-			r.init(t)
-			ids := r.collect(t, 0, tasks)
-			for i, id := range ids {
-				if id != uint64(i+1) {
-					t.Fatalf("completion %d is task %d, want %d", i, id, i+1)
-				}
+			before := r.CoreBell.Seq()
+			r.Init()
+			// Read only when the bell rings: a completion the worker
+			// posts without ever ringing for it fails the test instead
+			// of hanging it.
+			r.WaitRung(ids...)
+			r.OK(ids...)
+			if got := r.Received(); !slices.Equal(got, ids) {
+				t.Fatalf("completions in order %v, want %v", got, ids)
 			}
 			// Leave the worker idle before counting: no ring comes later.
 			time.Sleep(10 * time.Millisecond)
-			if got := r.coreBell.Seq() - before; got != tt.rings {
+			if got := r.CoreBell.Seq() - before; got != tt.rings {
 				t.Errorf("%d completions rang the core %d times, want %d", tasks, got, tt.rings)
 			}
 		})
@@ -165,31 +129,30 @@ func TestCompletionsRungInBatches(t *testing.T) {
 
 func TestIdleWorkerMakesCoreBellUrgent(t *testing.T) {
 	gate := make(chan struct{})
-	r := newRig(t, 1, kernel.Kernel{Name: "gate", Func: func(*kernel.Context) error { <-gate; return nil }})
-	r.init(t)
-	waitFor(t, "the idle worker to make the core bell urgent", r.coreBell.Urgent)
-	r.post(t, 0, 1, 0)
-	r.bells[0].Ring()
-	waitFor(t, "the busy worker to leave the core bell calm", func() bool { return !r.coreBell.Urgent() })
+	r, _ := newRig(t, 1, kernel.Kernel{Name: "gate", Func: func(*kernel.Context) error { <-gate; return nil }})
+	r.Init()
+	waitFor(t, "the idle worker to make the core bell urgent", r.CoreBell.Urgent)
+	id := r.W(0).Exec(0, nil)
+	waitFor(t, "the busy worker to leave the core bell calm", func() bool { return !r.CoreBell.Urgent() })
 	close(gate)
-	r.collect(t, 0, 1)
-	waitFor(t, "the worker, idle again, to make the core bell urgent", r.coreBell.Urgent)
-	if err := r.d.Deinit(context.Background()); err != nil {
+	r.WaitRung(id)
+	waitFor(t, "the worker, idle again, to make the core bell urgent", r.CoreBell.Urgent)
+	if err := r.Deinit(); err != nil {
 		t.Fatal(err)
 	}
-	if r.coreBell.Urgent() {
+	if r.CoreBell.Urgent() {
 		t.Error("core bell still urgent after the worker stopped")
 	}
 }
 
 func TestInitKeepsAProcIdle(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	r := newRig(t, 2, nop)
-	r.init(t)
+	r, _ := newRig(t, 2, nop)
+	r.Init()
 	if got := runtime.GOMAXPROCS(0); got != 3 {
 		t.Errorf("GOMAXPROCS = %d with 2 workers, want 3", got)
 	}
-	if err := r.d.Deinit(context.Background()); err != nil {
+	if err := r.Deinit(); err != nil {
 		t.Fatal(err)
 	}
 	if got := runtime.GOMAXPROCS(0); got != 1 {

@@ -3,6 +3,7 @@ package cldriver
 import (
 	"testing"
 
+	"github.com/starpu-go/starpu/pluginapi/driver/drivertest"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
@@ -15,14 +16,14 @@ import (
 
 const benchBytes = 64 << 20
 
-func benchRig(b *testing.B) (*rig, uint64) {
+func benchRig(b *testing.B) (*drivertest.Worker, uint64) {
 	r := startRig(b, modes[1])
-	s := r.ram(benchBytes)
-	for i, x := 0, r.f32(s); i < len(x); i++ {
+	s := r.RAM(benchBytes)
+	for i, x := 0, r.F32(s); i < len(x); i++ {
 		x[i] = 1
 	}
-	r.ok(r.alloc(1, benchBytes))
-	r.ok(r.up(s, 1))
+	r.OK(r.Alloc(1, benchBytes))
+	r.OK(r.Up(s, 1))
 	return r, s.Offset
 }
 
@@ -32,7 +33,7 @@ func BenchmarkDriverWrite64MiB(b *testing.B) {
 	b.SetBytes(benchBytes)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r.ok(r.copy(0, 1, off, 1, wire.CopyRange{Len: benchBytes}))
+		r.OK(r.Copy(0, 1, off, 1, wire.CopyRange{Len: benchBytes}))
 	}
 }
 
@@ -42,7 +43,7 @@ func BenchmarkDriverRead64MiB(b *testing.B) {
 	b.SetBytes(benchBytes)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r.ok(r.copy(1, 0, 1, off, wire.CopyRange{Len: benchBytes}))
+		r.OK(r.Copy(1, 0, 1, off, wire.CopyRange{Len: benchBytes}))
 	}
 }
 
@@ -50,13 +51,13 @@ func BenchmarkDriverRead64MiB(b *testing.B) {
 // already on the device.
 func BenchmarkDriverScal64MiB(b *testing.B) {
 	r, _ := benchRig(b)
-	scal := r.kernel(blasarg.ScalF32)
+	scal := r.Kernel(blasarg.ScalF32)
 	arg := blasarg.ScalArg{Alpha: 1}.Encode()
-	r.ok(r.exec(scal, arg, vec(1, benchBytes/4, 4, kernel.RW))) // first launch compiles
+	r.OK(r.Exec(scal, arg, vec(1, benchBytes/4, 4, kernel.RW))) // first launch compiles
 	b.SetBytes(benchBytes)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r.ok(r.exec(scal, arg, vec(1, benchBytes/4, 4, kernel.RW)))
+		r.OK(r.Exec(scal, arg, vec(1, benchBytes/4, 4, kernel.RW)))
 	}
 }
 
@@ -65,12 +66,12 @@ func BenchmarkDriverScal64MiB(b *testing.B) {
 // overhead.
 func BenchmarkDriverExecSmall(b *testing.B) {
 	r := startRig(b, modes[1])
-	r.ok(r.alloc(1, 64))
-	scal := r.kernel(blasarg.ScalF32)
+	r.OK(r.Alloc(1, 64))
+	scal := r.Kernel(blasarg.ScalF32)
 	arg := blasarg.ScalArg{Alpha: 1}.Encode()
-	r.ok(r.exec(scal, arg, vec(1, 16, 4, kernel.RW)))
+	r.OK(r.Exec(scal, arg, vec(1, 16, 4, kernel.RW)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r.ok(r.exec(scal, arg, vec(1, 16, 4, kernel.RW)))
+		r.OK(r.Exec(scal, arg, vec(1, 16, 4, kernel.RW)))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver/drivertest"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
@@ -44,35 +45,35 @@ func (m *dense) opAt(trans bool, i, j int) float64 {
 
 // blasRig runs the library's matrix kernels on the device.
 type blasRig struct {
-	*rig
+	*drivertest.Worker
 	elem uint32
 	next uint64
 }
 
 // put copies m to a new device buffer and returns its descriptor.
 func (b *blasRig) put(m *dense, mode kernel.Mode) (wire.BufferDesc, base.Span) {
-	s := b.ram(uint64(len(m.v)) * uint64(b.elem))
+	s := b.RAM(uint64(len(m.v)) * uint64(b.elem))
 	for i, v := range m.v {
 		if b.elem == 4 {
-			b.f32(s)[i] = float32(v)
+			b.F32(s)[i] = float32(v)
 		} else {
-			b.f64(s)[i] = v
+			b.F64(s)[i] = v
 		}
 	}
 	b.next++
-	b.ok(b.alloc(b.next, s.Size))
-	b.ok(b.up(s, b.next))
+	b.OK(b.Alloc(b.next, s.Size))
+	b.OK(b.Up(s, b.next))
 	return mat(b.next, uint64(m.nx), uint64(m.ny), uint64(m.ld), b.elem, mode), s
 }
 
 // get copies a device buffer back into m.
 func (b *blasRig) get(d wire.BufferDesc, s base.Span, m *dense) {
-	b.ok(b.down(d.Offset, s))
+	b.OK(b.Down(d.Offset, s))
 	for i := range m.v {
 		if b.elem == 4 {
-			m.v[i] = float64(b.f32(s)[i])
+			m.v[i] = float64(b.F32(s)[i])
 		} else {
-			m.v[i] = b.f64(s)[i]
+			m.v[i] = b.F64(s)[i]
 		}
 	}
 }
@@ -99,11 +100,11 @@ func TestBLAS(t *testing.T) {
 	uniform := func(int, int) float64 { return rnd.Float64() - 0.5 }
 	for _, elem := range []uint32{4, 8} {
 		sfx := map[uint32]string{4: "_f32", 8: "_f64"}[elem]
-		if !r.has("gemm" + sfx) {
+		if !r.Has("gemm" + sfx) {
 			t.Logf("%s kernels skipped: a device lacks cl_khr_fp64", sfx)
 			continue
 		}
-		b := &blasRig{rig: r, elem: elem, next: uint64(elem) << 20}
+		b := &blasRig{Worker: r, elem: elem, next: uint64(elem) << 20}
 		for _, ta := range []bool{false, true} {
 			for _, tb := range []bool{false, true} {
 				for _, beta := range []float64{0, -0.5} {
@@ -121,7 +122,7 @@ func TestBLAS(t *testing.T) {
 						bd, _ := b.put(bm, kernel.R)
 						cd, cs := b.put(c, kernel.RW)
 						const alpha = 1.5
-						b.ok(b.exec(b.kernel("gemm"+sfx), blasarg.GemmArg{TransA: ta, TransB: tb, Alpha: alpha, Beta: beta}.Encode(), ad, bd, cd))
+						b.OK(b.Exec(b.Kernel("gemm"+sfx), blasarg.GemmArg{TransA: ta, TransB: tb, Alpha: alpha, Beta: beta}.Encode(), ad, bd, cd))
 						got := &dense{nx: m, ny: n, ld: c.ld, v: make([]float64, len(c.v))}
 						b.get(cd, cs, got)
 						for j := 0; j < n; j++ {
@@ -149,7 +150,7 @@ func TestBLAS(t *testing.T) {
 					ad, _ := b.put(a, kernel.R)
 					cd, cs := b.put(c, kernel.RW)
 					const alpha, beta = -1, 1
-					b.ok(b.exec(b.kernel("syrk"+sfx), blasarg.SyrkArg{Lower: lower, Trans: trans, Alpha: alpha, Beta: beta}.Encode(), ad, cd))
+					b.OK(b.Exec(b.Kernel("syrk"+sfx), blasarg.SyrkArg{Lower: lower, Trans: trans, Alpha: alpha, Beta: beta}.Encode(), ad, cd))
 					got := &dense{nx: n, ny: n, ld: c.ld, v: make([]float64, len(c.v))}
 					b.get(cd, cs, got)
 					for j := 0; j < n; j++ {
@@ -190,7 +191,7 @@ func TestBLAS(t *testing.T) {
 				ad, _ := b.put(a, kernel.R)
 				bd, bs := b.put(bm, kernel.RW)
 				const alpha = 2
-				b.ok(b.exec(b.kernel("trsm"+sfx), blasarg.TrsmArg{Right: right, Lower: lower, Trans: trans, UnitDiag: unit, Alpha: alpha}.Encode(), ad, bd))
+				b.OK(b.Exec(b.Kernel("trsm"+sfx), blasarg.TrsmArg{Right: right, Lower: lower, Trans: trans, UnitDiag: unit, Alpha: alpha}.Encode(), ad, bd))
 				x := &dense{nx: m, ny: n, ld: bm.ld, v: make([]float64, len(bm.v))}
 				b.get(bd, bs, x)
 				// triangular A as the solver sees it

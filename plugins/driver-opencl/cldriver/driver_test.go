@@ -50,7 +50,7 @@ func TestFingerprint(t *testing.T) {
 		t.Run(md.name, func(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					d := md.start(t, newArena(t), c.env...)
+					d := md.start(t, newArena(t), c.env)
 					if c.cfg != nil {
 						if err := d.SetConfig(ctxT(t), c.cfg); err != nil {
 							t.Fatal(err)
@@ -90,7 +90,7 @@ func TestFingerprint(t *testing.T) {
 		if m.cpus != 1 || m.others != 0 {
 			t.Skip("needs exactly one OpenCL device, of CPU type")
 		}
-		fp, err := inProcess(t, newArena(t), EnvOnCPUs+"=").Fingerprint(ctxT(t))
+		fp, err := inProcess(t, newArena(t), []string{EnvOnCPUs + "="}).Fingerprint(ctxT(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestFingerprint(t *testing.T) {
 	t.Run("no ICD", func(t *testing.T) {
 		// ocl-icd reads its vendor list from OCL_ICD_VENDORS: an empty
 		// directory is a machine with no OpenCL installed.
-		fp, err := launch(t, newArena(t), "OCL_ICD_VENDORS="+emptyICD, EnvOnCPUs+"=1").Fingerprint(ctxT(t))
+		fp, err := launch(t, newArena(t), []string{"OCL_ICD_VENDORS=" + emptyICD, EnvOnCPUs + "=1"}).Fingerprint(ctxT(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,13 +117,13 @@ func TestFingerprint(t *testing.T) {
 			{EnvNDevices + "=two", `STARPU_NOPENCL="two": want a number of devices`},
 			{EnvOnCPUs + "=yes please", `STARPU_OPENCL_ON_CPUS="yes please": want 0 or 1`},
 		} {
-			_, err := inProcess(t, newArena(t), c.env).Fingerprint(ctxT(t))
+			_, err := inProcess(t, newArena(t), []string{c.env}).Fingerprint(ctxT(t))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%s: error %v, want %q", c.env, err, c.want)
 			}
 			os.Unsetenv(strings.SplitN(c.env, "=", 2)[0])
 		}
-		d := inProcess(t, newArena(t))
+		d := inProcess(t, newArena(t), nil)
 		for cfg, want := range map[string]base.Config{
 			`unknown attribute "units"`:              {"units": int64(2)},
 			"limit_mem_mib = -1: must be at least 0": {"limit_mem_mib": int64(-1)},
@@ -179,7 +179,7 @@ func TestLimitMemEnv(t *testing.T) {
 			if c.plugin {
 				start = launch
 			}
-			fp, err := start(t, newArena(t), c.env...).Fingerprint(ctxT(t))
+			fp, err := start(t, newArena(t), c.env).Fingerprint(ctxT(t))
 			if c.want != "" {
 				if err == nil || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("error %v, want %q", err, c.want)
@@ -219,47 +219,47 @@ func TestScal(t *testing.T) {
 				kernel string
 				elem   uint32
 			}{{blasarg.ScalF32, 4}, {blasarg.ScalF64, 8}} {
-				if !r.has(p.kernel) {
+				if !r.Has(p.kernel) {
 					t.Logf("%s skipped: a device lacks cl_khr_fp64", p.kernel)
 					continue
 				}
-				s := r.ram(n * uint64(p.elem))
+				s := r.RAM(n * uint64(p.elem))
 				if p.elem == 4 {
-					for i, x := 0, r.f32(s); i < n; i++ {
+					for i, x := 0, r.F32(s); i < n; i++ {
 						x[i] = float32(i)
 					}
 				} else {
-					for i, x := 0, r.f64(s); i < n; i++ {
+					for i, x := 0, r.F64(s); i < n; i++ {
 						x[i] = float64(i)
 					}
 				}
 				buf := uint64(p.elem)
-				r.ok(r.alloc(buf, s.Size))
-				up := r.up(s, buf)
-				ex := r.exec(r.kernel(p.kernel), blasarg.ScalArg{Alpha: -2.5}.Encode(), vec(buf, n, p.elem, kernel.RW))
-				r.ok(up, ex)
+				r.OK(r.Alloc(buf, s.Size))
+				up := r.Up(s, buf)
+				ex := r.Exec(r.Kernel(p.kernel), blasarg.ScalArg{Alpha: -2.5}.Encode(), vec(buf, n, p.elem, kernel.RW))
+				r.OK(up, ex)
 				// Wipe RAM: the results must come from the device.
-				clear(r.arena.Bytes(s))
-				down := r.down(buf, s)
-				r.ok(down)
-				if !r.before(up, ex) || !r.before(ex, down) {
-					t.Fatalf("completions out of order: %v", r.order)
+				clear(r.Arena.Bytes(s))
+				down := r.Down(buf, s)
+				r.OK(down)
+				if !r.Before(up, ex) || !r.Before(ex, down) {
+					t.Fatalf("completions out of order: %v", r.Received())
 				}
-				if c := r.got[ex]; c.EndNs < c.StartNs || c.StartNs == 0 {
+				if c := r.Got(ex); c.EndNs < c.StartNs || c.StartNs == 0 {
 					t.Fatalf("kernel times %d..%d", c.StartNs, c.EndNs)
 				}
 				for i := 0; i < n; i++ {
 					var got float64
 					if p.elem == 4 {
-						got = float64(r.f32(s)[i])
+						got = float64(r.F32(s)[i])
 					} else {
-						got = r.f64(s)[i]
+						got = r.F64(s)[i]
 					}
 					if got != -2.5*float64(i) {
 						t.Fatalf("%s: x[%d] = %v, want %v", p.kernel, i, got, -2.5*float64(i))
 					}
 				}
-				r.free(buf)
+				r.Free(buf)
 			}
 		})
 	}
@@ -272,8 +272,8 @@ func TestScal(t *testing.T) {
 func TestStridedMatrix(t *testing.T) {
 	r := startRig(t, modes[0])
 	const nx, ny, ldSrc, ldDst = 37, 23, 41, 50
-	src, dst := r.ram(ldSrc*ny*4), r.ram(ldDst*ny*4)
-	xs, xd := r.f32(src), r.f32(dst)
+	src, dst := r.RAM(ldSrc*ny*4), r.RAM(ldDst*ny*4)
+	xs, xd := r.F32(src), r.F32(dst)
 	for i := range xs {
 		xs[i] = float32(i)
 	}
@@ -285,11 +285,11 @@ func TestStridedMatrix(t *testing.T) {
 		upR = append(upR, wire.CopyRange{SrcOffset: j * ldSrc * 4, DstOffset: j * nx * 4, Len: nx * 4})
 		downR = append(downR, wire.CopyRange{SrcOffset: j * nx * 4, DstOffset: j * ldDst * 4, Len: nx * 4})
 	}
-	r.ok(r.alloc(1, nx*ny*4))
-	up := r.copy(0, 1, src.Offset, 1, upR...)
-	ex := r.exec(r.kernel(blasarg.ScalF32), blasarg.ScalArg{Alpha: 2}.Encode(), vec(1, nx*ny, 4, kernel.RW))
-	down := r.copy(1, 0, 1, dst.Offset, downR...)
-	r.ok(up, ex, down)
+	r.OK(r.Alloc(1, nx*ny*4))
+	up := r.Copy(0, 1, src.Offset, 1, upR...)
+	ex := r.Exec(r.Kernel(blasarg.ScalF32), blasarg.ScalArg{Alpha: 2}.Encode(), vec(1, nx*ny, 4, kernel.RW))
+	down := r.Copy(1, 0, 1, dst.Offset, downR...)
+	r.OK(up, ex, down)
 	for j := 0; j < ny; j++ {
 		for i := 0; i < ldDst; i++ {
 			want := float32(-1)
@@ -311,7 +311,7 @@ func TestManyInFlight(t *testing.T) {
 		t.Run(md.name, func(t *testing.T) {
 			r := startRig(t, md)
 			const chains, n = 48, 4096
-			scal, axpy := r.kernel(blasarg.ScalF32), r.kernel(blasarg.AxpyF32)
+			scal, axpy := r.Kernel(blasarg.ScalF32), r.Kernel(blasarg.AxpyF32)
 			type chain struct {
 				in, out base.Span
 				ids     []uint64
@@ -319,59 +319,59 @@ func TestManyInFlight(t *testing.T) {
 			cs := make([]chain, chains)
 			var allocs []uint64
 			for c := range cs {
-				cs[c].in, cs[c].out = r.ram(n*4), r.ram(n*4)
-				for i, x := 0, r.f32(cs[c].in); i < n; i++ {
+				cs[c].in, cs[c].out = r.RAM(n*4), r.RAM(n*4)
+				for i, x := 0, r.F32(cs[c].in); i < n; i++ {
 					x[i] = float32(c + i)
 				}
-				allocs = append(allocs, r.alloc(uint64(c), n*4))
+				allocs = append(allocs, r.Alloc(uint64(c), n*4))
 			}
 			// Buffer chains holds x = 1 for the axpy of every chain.
-			ones := r.ram(n * 4)
-			for i, x := 0, r.f32(ones); i < n; i++ {
+			ones := r.RAM(n * 4)
+			for i, x := 0, r.F32(ones); i < n; i++ {
 				x[i] = 1
 			}
-			allocs = append(allocs, r.alloc(chains, n*4))
-			r.ok(allocs...)
-			onesUp := r.up(ones, chains)
+			allocs = append(allocs, r.Alloc(chains, n*4))
+			r.OK(allocs...)
+			onesUp := r.Up(ones, chains)
 			for c := range cs {
 				b := uint64(c)
 				cs[c].ids = []uint64{
-					r.up(cs[c].in, b),
-					r.exec(scal, blasarg.ScalArg{Alpha: 2}.Encode(), vec(b, n, 4, kernel.RW)),
-					r.exec(axpy, blasarg.AxpyArg{Alpha: float64(c)}.Encode(), vec(chains, n, 4, kernel.R), vec(b, n, 4, kernel.RW)),
-					r.exec(scal, blasarg.ScalArg{Alpha: 3}.Encode(), vec(b, n, 4, kernel.RW)),
-					r.down(b, cs[c].out),
+					r.Up(cs[c].in, b),
+					r.Exec(scal, blasarg.ScalArg{Alpha: 2}.Encode(), vec(b, n, 4, kernel.RW)),
+					r.Exec(axpy, blasarg.AxpyArg{Alpha: float64(c)}.Encode(), vec(chains, n, 4, kernel.R), vec(b, n, 4, kernel.RW)),
+					r.Exec(scal, blasarg.ScalArg{Alpha: 3}.Encode(), vec(b, n, 4, kernel.RW)),
+					r.Down(b, cs[c].out),
 				}
 			}
 			// Write after read: the copy down of buffer 0 must read it
 			// before this copy up overwrites it.
 			cs0 := cs[0]
-			over := r.up(ones, 0)
-			again := r.exec(scal, blasarg.ScalArg{Alpha: 5}.Encode(), vec(0, n, 4, kernel.RW))
-			last := r.ram(n * 4)
-			lastDown := r.down(0, last)
+			over := r.Up(ones, 0)
+			again := r.Exec(scal, blasarg.ScalArg{Alpha: 5}.Encode(), vec(0, n, 4, kernel.RW))
+			last := r.RAM(n * 4)
+			lastDown := r.Down(0, last)
 			ids := []uint64{onesUp, over, again, lastDown}
 			for _, c := range cs {
 				ids = append(ids, c.ids...)
 			}
-			r.ok(ids...)
+			r.OK(ids...)
 			for c, ch := range cs {
 				for k := 1; k < len(ch.ids); k++ {
-					if !r.before(ch.ids[k-1], ch.ids[k]) {
+					if !r.Before(ch.ids[k-1], ch.ids[k]) {
 						t.Fatalf("chain %d: completion %d before %d", c, ch.ids[k], ch.ids[k-1])
 					}
 				}
-				out := r.f32(ch.out)
+				out := r.F32(ch.out)
 				for i := 0; i < n; i++ {
 					if want := 3 * (2*float32(c+i) + float32(c)); out[i] != want {
 						t.Fatalf("chain %d: out[%d] = %v, want %v", c, i, out[i], want)
 					}
 				}
 			}
-			if !r.before(onesUp, cs[0].ids[2]) || !r.before(cs0.ids[4], over) || !r.before(over, again) || !r.before(again, lastDown) {
-				t.Fatalf("write-after-read completions out of order: %v", r.order)
+			if !r.Before(onesUp, cs[0].ids[2]) || !r.Before(cs0.ids[4], over) || !r.Before(over, again) || !r.Before(again, lastDown) {
+				t.Fatalf("write-after-read completions out of order: %v", r.Received())
 			}
-			for i, x := range r.f32(last) {
+			for i, x := range r.F32(last) {
 				if x != 5 {
 					t.Fatalf("last[%d] = %v, want 5", i, x)
 				}
@@ -386,32 +386,32 @@ func TestAllocLimit(t *testing.T) {
 	for _, md := range modes {
 		t.Run(md.name, func(t *testing.T) {
 			r := startRig(t, md, EnvLimitMem+"=1")
-			if got := r.fp.Nodes[0].Bytes; got != 1<<20 {
+			if got := r.FP.Nodes[0].Bytes; got != 1<<20 {
 				t.Fatalf("node bytes %d, want 1 MiB", got)
 			}
-			r.ok(r.alloc(1, 768<<10))
-			msg := r.failed(r.alloc(2, 512<<10))
+			r.OK(r.Alloc(1, 768<<10))
+			msg := r.Failed(r.Alloc(2, 512<<10))
 			want := "alloc of 524288 bytes for buffer 2 on node 1 (OpenCL 0 ("
 			if !strings.HasPrefix(msg, want) || !strings.HasSuffix(msg, "out of memory: 786432 of the node's 1048576 bytes in use") {
 				t.Fatalf("error %q", msg)
 			}
-			r.free(1)
-			r.ok(r.alloc(2, 512<<10), r.alloc(3, 512<<10))
-			if msg := r.failed(r.alloc(3, 16)); !strings.Contains(msg, "buffer 3 is allocated already") {
+			r.Free(1)
+			r.OK(r.Alloc(2, 512<<10), r.Alloc(3, 512<<10))
+			if msg := r.Failed(r.Alloc(3, 16)); !strings.Contains(msg, "buffer 3 is allocated already") {
 				t.Fatalf("error %q", msg)
 			}
-			if msg := r.failed(r.copy(0, 1, r.ram(64).Offset, 9, wire.CopyRange{Len: 64})); !strings.Contains(msg, "device buffer 9 is not allocated") {
+			if msg := r.Failed(r.Copy(0, 1, r.RAM(64).Offset, 9, wire.CopyRange{Len: 64})); !strings.Contains(msg, "device buffer 9 is not allocated") {
 				t.Fatalf("error %q", msg)
 			}
-			if msg := r.failed(r.copy(0, 1, r.ram(64).Offset, 2, wire.CopyRange{DstOffset: 512 << 10, Len: 1})); !strings.Contains(msg, "outside device buffer 2 of 524288 bytes") {
+			if msg := r.Failed(r.Copy(0, 1, r.RAM(64).Offset, 2, wire.CopyRange{DstOffset: 512 << 10, Len: 1})); !strings.Contains(msg, "outside device buffer 2 of 524288 bytes") {
 				t.Fatalf("error %q", msg)
 			}
 		})
 	}
 	t.Run("largest buffer", func(t *testing.T) {
 		r := startRig(t, modes[0])
-		size := r.fp.Nodes[0].Bytes
-		msg := r.failed(r.alloc(1, size))
+		size := r.FP.Nodes[0].Bytes
+		msg := r.Failed(r.Alloc(1, size))
 		if !strings.Contains(msg, "clCreateBuffer: CL_INVALID_BUFFER_SIZE (-61) (the device's largest buffer is") {
 			t.Fatalf("alloc of the whole node (%d bytes): %q", size, msg)
 		}
@@ -431,29 +431,29 @@ kernel void fill(global float *m, uint nx, uint ny, uint ld, coef c) {
 	for _, md := range modes {
 		t.Run(md.name, func(t *testing.T) {
 			r := startRig(t, md)
-			nb := len(r.fp.Kernels)
-			idx, err := r.drv.LoadKernel(ctxT(t), driver.KernelSource{Name: "fill", Source: src})
+			nb := len(r.FP.Kernels)
+			idx, err := r.Driver.LoadKernel(ctxT(t), driver.KernelSource{Name: "fill", Source: src})
 			if err != nil || idx != nb {
 				t.Fatalf("LoadKernel = %d, %v; want %d", idx, err, nb)
 			}
-			if again, err := r.drv.LoadKernel(ctxT(t), driver.KernelSource{Name: "fill", Source: src}); err != nil || again != idx {
+			if again, err := r.Driver.LoadKernel(ctxT(t), driver.KernelSource{Name: "fill", Source: src}); err != nil || again != idx {
 				t.Fatalf("second LoadKernel = %d, %v", again, err)
 			}
-			if fp, err := r.drv.Fingerprint(ctxT(t)); err != nil || fp.Kernels[idx] != "fill" {
+			if fp, err := r.Driver.Fingerprint(ctxT(t)); err != nil || fp.Kernels[idx] != "fill" {
 				t.Fatalf("fingerprint kernels %v, %v", fp.Kernels, err)
 			}
 			const nx, ny, ld = 9, 5, 12
-			s := r.ram(ld * ny * 4)
-			for i, x := 0, r.f32(s); i < len(x); i++ {
+			s := r.RAM(ld * ny * 4)
+			for i, x := 0, r.F32(s); i < len(x); i++ {
 				x[i] = -1
 			}
 			arg := []byte{0, 0, 0x80, 0x3f, 0, 0, 0x20, 0x41} // {1.0f, 10.0f}
-			r.ok(r.alloc(1, s.Size))
-			up := r.up(s, 1)
-			ex := r.exec(idx, arg, mat(1, nx, ny, ld, 4, kernel.RW))
-			down := r.down(1, s)
-			r.ok(up, ex, down)
-			x := r.f32(s)
+			r.OK(r.Alloc(1, s.Size))
+			up := r.Up(s, 1)
+			ex := r.Exec(idx, arg, mat(1, nx, ny, ld, 4, kernel.RW))
+			down := r.Down(1, s)
+			r.OK(up, ex, down)
+			x := r.F32(s)
 			for j := 0; j < ny; j++ {
 				for i := 0; i < ld; i++ {
 					want := float32(-1)
@@ -466,7 +466,7 @@ kernel void fill(global float *m, uint nx, uint ny, uint ld, coef c) {
 				}
 			}
 
-			_, err = r.drv.LoadKernel(ctxT(t), driver.KernelSource{Name: "broken", Source: "kernel void broken(global float *x) { x[0] = no_such_thing; }"})
+			_, err = r.Driver.LoadKernel(ctxT(t), driver.KernelSource{Name: "broken", Source: "kernel void broken(global float *x) { x[0] = no_such_thing; }"})
 			if err == nil || !strings.Contains(err.Error(), "clBuildProgram: CL_BUILD_PROGRAM_FAILURE (-11); build log:") || !strings.Contains(err.Error(), "no_such_thing") {
 				t.Fatalf("bad source: %v", err)
 			}
@@ -476,7 +476,7 @@ kernel void fill(global float *m, uint nx, uint ny, uint ld, coef c) {
 					t.Fatalf("error %T, want a *base.RemoteError", err)
 				}
 			}
-			if _, err := r.drv.LoadKernel(ctxT(t), driver.KernelSource{Name: "absent", Source: src}); err == nil || !strings.Contains(err.Error(), "clCreateKernel: CL_INVALID_KERNEL_NAME (-46)") {
+			if _, err := r.Driver.LoadKernel(ctxT(t), driver.KernelSource{Name: "absent", Source: src}); err == nil || !strings.Contains(err.Error(), "clCreateKernel: CL_INVALID_KERNEL_NAME (-46)") {
 				t.Fatalf("absent kernel: %v", err)
 			}
 		})
@@ -487,52 +487,52 @@ kernel void fill(global float *m, uint nx, uint ny, uint ld, coef c) {
 // error, naming the OpenCL call and code where OpenCL refused.
 func TestTaskErrors(t *testing.T) {
 	r := startRig(t, modes[1])
-	fixed, err := r.drv.LoadKernel(ctxT(t), driver.KernelSource{Name: "fixed", Source: `
+	fixed, err := r.Driver.LoadKernel(ctxT(t), driver.KernelSource{Name: "fixed", Source: `
 __attribute__((reqd_work_group_size(7, 1, 1)))
 kernel void fixed(global float *x, uint n) { x[get_global_id(0)] = 1; }`})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.ok(r.alloc(1, 40), r.alloc(2, 4096))
+	r.OK(r.Alloc(1, 40), r.Alloc(2, 4096))
 	cases := []struct {
 		name string
 		id   uint64
 		want string
 	}{
-		{"work-group size", r.exec(fixed, nil, vec(1, 10, 4, kernel.RW)),
+		{"work-group size", r.Exec(fixed, nil, vec(1, 10, 4, kernel.RW)),
 			"kernel fixed: clEnqueueNDRangeKernel: CL_INVALID_WORK_GROUP_SIZE (-54)"},
-		{"argument count", r.exec(fixed, []byte{1, 2, 3, 4}, vec(1, 10, 4, kernel.RW)),
+		{"argument count", r.Exec(fixed, []byte{1, 2, 3, 4}, vec(1, 10, 4, kernel.RW)),
 			"kernel fixed: the function takes 2 arguments; the calling convention gives 3 for 1 buffers and a 4-byte argument"},
-		{"kernel index", r.exec(len(r.fp.Kernels)+5, nil, vec(1, 10, 4, kernel.RW)), "out of range"},
-		{"unallocated buffer", r.exec(r.kernel(blasarg.ScalF32), blasarg.ScalArg{Alpha: 1}.Encode(), vec(3, 10, 4, kernel.RW)),
+		{"kernel index", r.Exec(len(r.FP.Kernels)+5, nil, vec(1, 10, 4, kernel.RW)), "out of range"},
+		{"unallocated buffer", r.Exec(r.Kernel(blasarg.ScalF32), blasarg.ScalArg{Alpha: 1}.Encode(), vec(3, 10, 4, kernel.RW)),
 			"kernel scal_f32: buffer 0: device buffer 3 is not allocated"},
-		{"buffer too small", r.exec(r.kernel(blasarg.ScalF32), blasarg.ScalArg{Alpha: 1}.Encode(), vec(1, 11, 4, kernel.RW)),
+		{"buffer too small", r.Exec(r.Kernel(blasarg.ScalF32), blasarg.ScalArg{Alpha: 1}.Encode(), vec(1, 11, 4, kernel.RW)),
 			"its layout spans 44 bytes, device buffer 1 has 40"},
-		{"RAM buffer", r.exec(r.kernel(blasarg.ScalF32), blasarg.ScalArg{Alpha: 1}.Encode(), wire.BufferDesc{Node: 0, Offset: 4096, Mode: kernel.RW, Layout: kernel.Layout{Interface: kernel.Vector, ElemSize: 4, NX: 1}}),
+		{"RAM buffer", r.Exec(r.Kernel(blasarg.ScalF32), blasarg.ScalArg{Alpha: 1}.Encode(), wire.BufferDesc{Node: 0, Offset: 4096, Mode: kernel.RW, Layout: kernel.Layout{Interface: kernel.Vector, ElemSize: 4, NX: 1}}),
 			"buffer 0 is on node 0, not on this worker's device (node 1)"},
-		{"bad blasarg", r.exec(r.kernel(blasarg.ScalF32), []byte{1}, vec(1, 10, 4, kernel.RW)),
+		{"bad blasarg", r.Exec(r.Kernel(blasarg.ScalF32), []byte{1}, vec(1, 10, 4, kernel.RW)),
 			"kernel scal_f32: blasarg: ScalArg is 8 bytes, got 1"},
-		{"wrong precision", r.exec(r.kernel(blasarg.ScalF64), blasarg.ScalArg{Alpha: 1}.Encode(), vec(1, 10, 4, kernel.RW)),
+		{"wrong precision", r.Exec(r.Kernel(blasarg.ScalF64), blasarg.ScalArg{Alpha: 1}.Encode(), vec(1, 10, 4, kernel.RW)),
 			"buffer 0 has 4-byte elements, want 8"},
-		{"gemm shapes", r.exec(r.kernel(blasarg.GemmF32), blasarg.GemmArg{Alpha: 1}.Encode(), mat(2, 4, 5, 4, 4, kernel.R), mat(2, 4, 5, 4, 4, kernel.R), mat(2, 4, 5, 4, 4, kernel.RW)),
+		{"gemm shapes", r.Exec(r.Kernel(blasarg.GemmF32), blasarg.GemmArg{Alpha: 1}.Encode(), mat(2, 4, 5, 4, 4, kernel.R), mat(2, 4, 5, 4, 4, kernel.R), mat(2, 4, 5, 4, 4, kernel.RW)),
 			"kernel gemm_f32: op(A) is 4x5, op(B) 4x5, C 4x5: shapes do not multiply"},
-		{"copy to another node", r.copy(0, 2, r.ram(64).Offset, 1, wire.CopyRange{Len: 4}),
+		{"copy to another node", r.Copy(0, 2, r.RAM(64).Offset, 1, wire.CopyRange{Len: 4}),
 			"copy 0->2: destination: node 2 is neither RAM (0) nor this worker's device (1)"},
-		{"copy outside the arena", r.copy(0, 1, r.arena.Size()-8, 2, wire.CopyRange{Len: 64}), "copy 0->1: range 0: source:"},
+		{"copy outside the arena", r.Copy(0, 1, r.Arena.Size()-8, 2, wire.CopyRange{Len: 64}), "copy 0->1: range 0: source:"},
 	}
 	for _, c := range cases {
-		if msg := r.failed(c.id); !strings.Contains(msg, c.want) {
+		if msg := r.Failed(c.id); !strings.Contains(msg, c.want) {
 			t.Errorf("%s: error %q, want %q", c.name, msg, c.want)
 		}
 	}
 	// The worker goes on after errors.
-	s := r.ram(40)
-	for i, x := 0, r.f32(s); i < 10; i++ {
+	s := r.RAM(40)
+	for i, x := 0, r.F32(s); i < 10; i++ {
 		x[i] = 1
 	}
-	up, ex, down := r.up(s, 1), r.exec(r.kernel(blasarg.ScalF32), blasarg.ScalArg{Alpha: 4}.Encode(), vec(1, 10, 4, kernel.RW)), r.down(1, s)
-	r.ok(up, ex, down)
-	if x := r.f32(s); x[9] != 4 {
+	up, ex, down := r.Up(s, 1), r.Exec(r.Kernel(blasarg.ScalF32), blasarg.ScalArg{Alpha: 4}.Encode(), vec(1, 10, 4, kernel.RW)), r.Down(1, s)
+	r.OK(up, ex, down)
+	if x := r.F32(s); x[9] != 4 {
 		t.Fatalf("x[9] = %v after errors, want 4", x[9])
 	}
 }

@@ -73,7 +73,7 @@ type flight struct {
 	// whose implementation is not flagged asynchronous (the worker takes
 	// no other task until it ends).
 	exec, sync bool
-	keys   []key
+	keys       []key
 	// after are the flights (by seq) this one depends on: its completion
 	// is posted after theirs.
 	after []uint64
@@ -822,7 +822,9 @@ func (w *worker) drain(ring bool) {
 			w.d.log.Error("commands still running at deinit", "worker", w.rings.Spec.ID, "device", w.dev.name, "commands", w.inflight)
 			return
 		}
-		if !w.rings.Bell.Wait(w.pending.Load, 0, 100*time.Millisecond) {
+		// With nothing in flight the tasks left on the ring can be taken
+		// at once; otherwise wait for a command to report.
+		if w.inflight > 0 && !w.rings.Bell.Wait(w.pending.Load, 0, 100*time.Millisecond) {
 			w.poll()
 		}
 		if err := w.retire(); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/driver/drivertest"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
@@ -19,7 +20,7 @@ import (
 func TestRetireOrder(t *testing.T) {
 	needDevice(t)
 	a := newArena(t)
-	d := inProcess(t, a, EnvOnCPUs+"=1").(*Driver)
+	d := inProcess(t, a, []string{EnvOnCPUs + "=1"}).(*Driver)
 	d.mu.Lock()
 	if _, err := d.freeze(); err != nil {
 		t.Fatal(err)
@@ -31,11 +32,11 @@ func TestRetireOrder(t *testing.T) {
 	}
 	t.Cleanup(func() { dev.close() })
 	spec := driver.WorkerSpec{ID: 1}
-	_, spec.Dispatch = carveRing(t, a, 1<<12)
-	completion, cs := carveRing(t, a, 1<<12)
+	_, spec.Dispatch = drivertest.CarveRing(t, a, 1<<12)
+	completion, cs := drivertest.CarveRing(t, a, 1<<12)
 	spec.Completion = cs
-	_, spec.Bell = carveBell(t, a)
-	_, spec.CoreBell = carveBell(t, a)
+	_, spec.Bell = drivertest.CarveBell(t, a)
+	_, spec.CoreBell = drivertest.CarveBell(t, a)
 	w, err := d.newWorker(spec, dev, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -114,35 +115,29 @@ func TestRetireOrder(t *testing.T) {
 func TestDeinitDrains(t *testing.T) {
 	r := startRig(t, modes[0])
 	const n = 1 << 22
-	s := r.ram(n * 4)
-	r.ok(r.alloc(1, n*4))
-	scal := r.kernel(blasarg.ScalF32)
-	ids := []uint64{r.up(s, 1)}
+	s := r.RAM(n * 4)
+	r.OK(r.Alloc(1, n*4))
+	scal := r.Kernel(blasarg.ScalF32)
+	ids := []uint64{r.Up(s, 1)}
 	for i := 0; i < 8; i++ {
-		ids = append(ids, r.exec(scal, blasarg.ScalArg{Alpha: 1}.Encode(), vec(1, n, 4, kernel.RW)))
+		ids = append(ids, r.Exec(scal, blasarg.ScalArg{Alpha: 1}.Encode(), vec(1, n, 4, kernel.RW)))
 	}
-	ids = append(ids, r.down(1, s))
-	if err := r.drv.Deinit(ctxT(t)); err != nil {
+	ids = append(ids, r.Down(1, s))
+	if err := r.Deinit(); err != nil {
 		t.Fatal(err)
 	}
-	r.ok(ids...)
+	r.OK(ids...)
 
-	idx, err := r.drv.LoadKernel(ctxT(t), driver.KernelSource{Name: "twice", Source: "kernel void twice(global float *x, uint n) { x[get_global_id(0)] *= 2; }"})
+	idx, err := r.Driver.LoadKernel(ctxT(t), driver.KernelSource{Name: "twice", Source: "kernel void twice(global float *x, uint n) { x[get_global_id(0)] *= 2; }"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := driver.WorkerSpec{ID: 8, Unit: 0}
-	r.dispatch, spec.Dispatch = carveRing(t, r.arena, 1<<12)
-	r.completion, spec.Completion = carveRing(t, r.arena, 1<<12)
-	r.bell, spec.Bell = carveBell(t, r.arena)
-	r.coreBell, spec.CoreBell = carveBell(t, r.arena)
-	if err := r.drv.Init(ctxT(t), &driver.InitRequest{Workers: []driver.WorkerSpec{spec}}); err != nil {
-		t.Fatal(err)
-	}
-	x := r.f32(s)
+	r.Init() // fresh rings
+	r = r.W(0)
+	x := r.F32(s)
 	x[0], x[1] = 1.5, -3
-	r.ok(r.alloc(1, 8))
-	r.ok(r.up(base.Span{Offset: s.Offset, Size: 8}, 1), r.exec(idx, nil, vec(1, 2, 4, kernel.RW)), r.down(1, base.Span{Offset: s.Offset, Size: 8}))
+	r.OK(r.Alloc(1, 8))
+	r.OK(r.Up(base.Span{Offset: s.Offset, Size: 8}, 1), r.Exec(idx, nil, vec(1, 2, 4, kernel.RW)), r.Down(1, base.Span{Offset: s.Offset, Size: 8}))
 	if x[0] != 3 || x[1] != -6 {
 		t.Fatalf("after reinit: %v %v", x[0], x[1])
 	}
