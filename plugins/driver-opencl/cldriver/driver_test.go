@@ -116,6 +116,8 @@ func TestFingerprint(t *testing.T) {
 		}{
 			{EnvNDevices + "=two", `STARPU_NOPENCL="two": want a number of devices`},
 			{EnvOnCPUs + "=yes please", `STARPU_OPENCL_ON_CPUS="yes please": want 0 or 1`},
+			{EnvPipeline + "=-1", `STARPU_OPENCL_PIPELINE="-1": want a number of kernels from 0 to 64`},
+			{EnvPipeline + "=deep", `STARPU_OPENCL_PIPELINE="deep": want a number of kernels`},
 		} {
 			_, err := inProcess(t, newArena(t), []string{c.env}).Fingerprint(ctxT(t))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -128,6 +130,7 @@ func TestFingerprint(t *testing.T) {
 			`unknown attribute "units"`:              {"units": int64(2)},
 			"limit_mem_mib = -1: must be at least 0": {"limit_mem_mib": int64(-1)},
 			`attribute "on_cpus": want bool`:         {"on_cpus": "yes"},
+			"pipeline = 65: want 0 to 64":            {"pipeline": int64(65)},
 		} {
 			if err := d.SetConfig(ctxT(t), want); err == nil || !strings.Contains(err.Error(), cfg) {
 				t.Errorf("config %v: error %v, want %q", want, err, cfg)
