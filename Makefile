@@ -69,7 +69,8 @@ FUZZ_TARGETS := \
 	./pluginapi/iface:FuzzDescribeReply \
 	./pluginapi/iface:FuzzCopyPlanReply \
 	./pluginapi/iface:FuzzPackReply \
-	./pluginapi/iface:FuzzPartitionReply
+	./pluginapi/iface:FuzzPartitionReply \
+	./pluginapi/kernel:FuzzUnpack
 
 .PHONY: fuzz
 fuzz:

@@ -260,6 +260,9 @@ func (rt *Runtime) checkScratchRedux(t *Task, j *job, name string) error {
 		if t.NoSequentialConsistency {
 			return fmt.Errorf("%w: task %q: buffer %d: REDUX needs sequential consistency, and the task has NoSequentialConsistency", ErrInvalidTask, name, i)
 		}
+		if t.HandlesNoSequentialConsistency != nil && t.HandlesNoSequentialConsistency[i] {
+			return fmt.Errorf("%w: task %q: buffer %d: REDUX needs sequential consistency, which HandlesNoSequentialConsistency drops for it", ErrInvalidTask, name, i)
+		}
 		h.mu.Lock()
 		var rd *reduction
 		noSeq := false

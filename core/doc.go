@@ -24,7 +24,10 @@
 // [CUDA], [OpenCL]) and the [Mode] of each buffer; a [Task] gives it
 // handles, an argument, a priority, tags and callbacks.
 // [Runtime.Submit] queues it; [Runtime.Wait], [Runtime.WaitForAll] and
-// [Task.Err] report how it ended.
+// [Task.Err] report how it ended. [Runtime.Insert] builds and submits a
+// task from options ([Data], [Value], [Priority], ...), as
+// starpu_task_insert does; kernels read what [Value] packs with
+// kernel.Unpack.
 //
 // Order work: data accesses order tasks implicitly (sequential
 // consistency, per handle: [Handle.SetSequentialConsistency]); add
@@ -66,6 +69,7 @@
 //	introspection                  runtime_introspect.go         docs/user-guide.md
 //	tasks: submit, wait, complete  task.go                       docs/design/tasks.md
 //	codelets, implementations      task_codelet.go               docs/design/tasks.md
+//	task insert, its options       task_insert.go                docs/user-guide.md
 //	explicit and end dependencies  task_deps.go                  docs/design/tasks.md
 //	tags                           task_tags.go                  docs/design/tasks.md
 //	status, profiling, iterations  task_status.go                docs/design/tasks.md

@@ -82,6 +82,11 @@ type Task struct {
 	// NoSequentialConsistency drops the implicit data dependencies of this
 	// task: it orders with no other task through its handles.
 	NoSequentialConsistency bool
+	// HandlesNoSequentialConsistency, when not nil, has one flag per
+	// handle: true drops the implicit data dependencies of this task
+	// through that handle only (StarPU's handles_sequential_consistency,
+	// inverted so that nil keeps the default).
+	HandlesNoSequentialConsistency []bool
 	// Flops is the number of floating-point operations the task performs,
 	// for the statistics (CodeletStats).
 	Flops float64
@@ -164,6 +169,7 @@ func (t *Task) Dup() *Task {
 	d.Modes = clone(t.Modes)
 	d.Nodes = clone(t.Nodes)
 	d.Arg = clone(t.Arg)
+	d.HandlesNoSequentialConsistency = clone(t.HandlesNoSequentialConsistency)
 	return &d
 }
 
@@ -449,13 +455,17 @@ func (rt *Runtime) enqueue(t *Task, j *job) {
 	if rt.iters.depth.Load() > 0 {
 		rt.noteIteration(j)
 	}
-	if !t.NoSequentialConsistency {
+	if !t.NoSequentialConsistency && t.HandlesNoSequentialConsistency == nil {
 		for i, h := range t.Handles {
 			h.depend(j, j.modes[i])
 		}
 	} else {
 		for i, h := range t.Handles {
-			h.dependFree(j, j.modes[i])
+			if t.NoSequentialConsistency || t.HandlesNoSequentialConsistency[i] {
+				h.dependFree(j, j.modes[i])
+			} else {
+				h.depend(j, j.modes[i])
+			}
 		}
 	}
 	if j.tag != nil {
@@ -480,6 +490,9 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 	}
 	if t.ExecuteOnWorker && (t.Worker < 0 || t.Worker >= len(rt.workers)) {
 		return fmt.Errorf("%w: task %q: worker %d does not exist (workers 0 to %d)", ErrNoWorker, name, t.Worker, len(rt.workers)-1)
+	}
+	if t.HandlesNoSequentialConsistency != nil && len(t.HandlesNoSequentialConsistency) != len(t.Handles) {
+		return fmt.Errorf("%w: task %q: HandlesNoSequentialConsistency has %d flags for %d handles", ErrInvalidTask, name, len(t.HandlesNoSequentialConsistency), len(t.Handles))
 	}
 	if t.Codelet == nil {
 		if len(t.Handles) > 0 {
