@@ -151,7 +151,9 @@ type Codelet struct {
 	CanExecute func(arch driver.Arch, t *Task, impl int) bool
 	// Type is Seq; parallel types are rejected until parallel tasks exist.
 	Type CodeletType
-	// MaxParallelism bounds the workers of a parallel task.
+	// MaxParallelism bounds the workers of a parallel task; as in StarPU
+	// it means nothing for Seq, the only type accepted until parallel
+	// tasks exist.
 	MaxParallelism int
 	// NBuffers is the number of buffers, or VariableBuffers. Zero means
 	// len(Modes).
