@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 	"github.com/starpu-go/starpu/plugins/iface-csr/csr"
@@ -915,5 +916,52 @@ func TestHandlePointers(t *testing.T) {
 	}
 	if rt.Lookup(unsafe.Pointer(&x[0])) != nil || h.LocalPointer() != nil {
 		t.Fatal("an unregistered handle is still found")
+	}
+}
+
+// Performance models key a plugin interface's data by the interface's own
+// footprint (CSR: its dimensions and non-zeros), not by the layout fields
+// it uses for other things: two CSR matrices of one shape that differ only
+// in firstentry share a model entry.
+func TestPluginInterfaceFootprint(t *testing.T) {
+	cfg := testConfig(pluginDir)
+	cfg.ModelDir = t.TempDir()
+	rt := start(t, core.Options{Config: cfg})
+	reg := func(first uint32) *core.Handle {
+		nz, ci, rp := laplacian1D(9)
+		for i := range rp {
+			rp[i] += first
+		}
+		m, parts, err := csr.Parts(nz, ci, rp, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := rt.RegisterInterface(csr.Name, m.Encode(), parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	a, b := reg(0), reg(1)
+	cl := &core.Codelet{Name: "csr_touch", Kernels: map[driver.Arch]string{driver.CPU: blasarg.Empty}, Modes: []core.Mode{core.R}, Model: core.HistoryModel}
+	run := func(h *core.Handle) *core.Task {
+		task := &core.Task{Codelet: cl, Handles: []*core.Handle{h}}
+		if err := rt.Submit(task); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.Wait(task); err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	for i := 0; i < 12; i++ {
+		run(a)
+	}
+	p, err := rt.Profiling(run(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Predicted <= 0 {
+		t.Fatalf("a CSR matrix of the calibrated shape with another firstentry predicted %v, want the calibrated mean", p.Predicted)
 	}
 }

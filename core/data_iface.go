@@ -21,8 +21,11 @@ import (
 type ifaceInst struct {
 	name string
 	id   kernel.InterfaceID
-	impl iface.Interface
-	proc *loader.Plugin
+	// nameHash stands for the interface in performance-model footprints:
+	// id is numbered per run, the name is not.
+	nameHash uint32
+	impl     iface.Interface
+	proc     *loader.Plugin
 }
 
 // ifaceData is what a handle of a plugin interface keeps: the interface,
@@ -83,7 +86,7 @@ func (rt *Runtime) ifaceNamed(name string) (*ifaceInst, error) {
 		p.Kill()
 		return nil, fmt.Errorf("too many data interface plugins")
 	}
-	in := &ifaceInst{name: name, id: kernel.FirstPluginInterface + kernel.InterfaceID(len(rt.ifaces.list)), impl: impl, proc: p}
+	in := &ifaceInst{name: name, id: kernel.FirstPluginInterface + kernel.InterfaceID(len(rt.ifaces.list)), nameHash: fnv32(name), impl: impl, proc: p}
 	rt.ifaces.list = append(rt.ifaces.list, in)
 	return in, nil
 }

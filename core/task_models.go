@@ -80,6 +80,16 @@ func (rt *Runtime) setupArchKeys() {
 	}
 }
 
+// fnv32 is the FNV-1a hash of s.
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
 // footprint hashes the shapes of a task's data (not where it lies), and
 // sums its size: the keys of its performance model entries.
 func footprint(t *Task) (uint32, uint64) {
@@ -93,6 +103,14 @@ func footprint(t *Task) (uint32, uint64) {
 	}
 	var size uint64
 	for _, hd := range t.Handles {
+		if d := hd.iface; d != nil {
+			// A plugin interface's own footprint and data size (CSR: its
+			// dimensions and non-zeros, not where its rows start), so that
+			// equal-shaped data share a model entry across runs.
+			mix(uint64(d.inst.nameHash)<<32 | uint64(d.desc.Footprint))
+			size += d.desc.Size
+			continue
+		}
 		l := hd.layout
 		mix(uint64(l.Interface)<<32 | uint64(l.ElemSize))
 		mix(l.NX)
