@@ -3,12 +3,12 @@
 
 GO ?= go
 BIN := bin
-PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driver-opencl $(BIN)/plugins/sched-dmda $(BIN)/plugins/sched-eager $(BIN)/plugins/iface-csr $(BIN)/plugins/iface-coo $(BIN)/plugins/sched-prio $(BIN)/plugins/sched-random $(BIN)/plugins/sched-lws $(BIN)/plugins/sched-heteroprio
+PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driver-opencl $(BIN)/plugins/driver-cuda $(BIN)/plugins/sched-dmda $(BIN)/plugins/sched-eager $(BIN)/plugins/iface-csr $(BIN)/plugins/iface-coo $(BIN)/plugins/sched-prio $(BIN)/plugins/sched-random $(BIN)/plugins/sched-lws $(BIN)/plugins/sched-heteroprio
 # Packages whose tests run under the race detector: the runtime and the
 # contracts. The plugins' and tools' tests run without it (cgo BLAS under
 # -race is slow and has no shared state to check).
 RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/... ./plugins/sched-dmda/... ./plugins/sched-prio/... ./plugins/sched-random/... ./plugins/sched-lws/... ./plugins/sched-heteroprio/...
-PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./cmd/... ./examples/...
+PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./plugins/driver-cuda/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./cmd/... ./examples/...
 
 .PHONY: all build demo test setup bench lint
 all: build
@@ -18,6 +18,7 @@ build:
 	$(GO) build -o $(BIN)/plugins/driver-cpu ./plugins/driver-cpu
 	$(GO) build -o $(BIN)/plugins/sched-ws ./plugins/sched-ws
 	$(GO) build -o $(BIN)/plugins/driver-opencl ./plugins/driver-opencl
+	$(GO) build -o $(BIN)/plugins/driver-cuda ./plugins/driver-cuda
 	$(GO) build -o $(BIN)/plugins/sched-dmda ./plugins/sched-dmda
 	$(GO) build -o $(BIN)/plugins/sched-eager ./examples/sched-eager
 	$(GO) build -o $(BIN)/plugins/iface-csr ./plugins/iface-csr

@@ -107,18 +107,21 @@ func element(i, j, n int) float64 {
 
 func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, layout string, ks choleskyKernels) (res choleskyResult, err error) {
 	bs := n / nb
-	cpu := func(k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: k, Kernels: map[core.Arch]string{core.CPU: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable}
-	}
-	// The BLAS 3 kernels also run on OpenCL devices (driver-opencl hosts
-	// them under the same names); the factorisation of diagonal tiles stays
-	// on CPUs, as in StarPU's example. The device kernels only queue work,
-	// so they are flagged asynchronous: a device keeps a few in flight.
+	// The BLAS 3 kernels also run on OpenCL and CUDA devices (driver-opencl
+	// and driver-cuda host them under the same names). The device kernels
+	// only queue work, so they are flagged asynchronous: a device keeps a
+	// few in flight.
 	anywhere := func(k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: k, Kernels: map[core.Arch]string{core.CPU: k, core.OpenCL: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable,
-			ImplFlags: map[core.Arch][]core.ImplFlag{core.OpenCL: {core.ImplAsync}}}
+		return &core.Codelet{Name: k, Kernels: map[core.Arch]string{core.CPU: k, core.OpenCL: k, core.CUDA: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable,
+			ImplFlags: map[core.Arch][]core.ImplFlag{core.OpenCL: {core.ImplAsync}, core.CUDA: {core.ImplAsync}}}
 	}
-	potrf := cpu(ks.potrf, core.RW)
+	// The factorisation of diagonal tiles runs on CPUs and, through
+	// cuSOLVER, on GPUs: driver-cuda lists potrf only when cuSOLVER loaded,
+	// so without it the codelet is CPU-only. (driver-opencl has no potrf.)
+	// On a GPU the diagonal tile then never travels back to RAM, which
+	// StarPU's own example also does with cuSOLVER.
+	potrf := &core.Codelet{Name: ks.potrf, Kernels: map[core.Arch]string{core.CPU: ks.potrf, core.CUDA: ks.potrf}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel, Retryable: ks.retryable,
+		ImplFlags: map[core.Arch][]core.ImplFlag{core.CUDA: {core.ImplAsync}}}
 	trsm := anywhere(ks.trsm, core.R, core.RW)
 	syrk := anywhere(ks.syrk, core.R, core.RW)
 	gemm := anywhere(ks.gemm, core.R, core.R, core.RW)

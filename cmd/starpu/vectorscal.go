@@ -42,8 +42,8 @@ func vectorScal(ctx context.Context, args []string, out io.Writer) error {
 	for i := range x {
 		x[i] = float32(i%1000) + 1
 	}
-	scal := &core.Codelet{Name: "vector_scal", Kernels: map[core.Arch]string{core.CPU: blasarg.ScalF32, core.OpenCL: blasarg.ScalF32}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel,
-		ImplFlags: map[core.Arch][]core.ImplFlag{core.OpenCL: {core.ImplAsync}}}
+	scal := &core.Codelet{Name: "vector_scal", Kernels: map[core.Arch]string{core.CPU: blasarg.ScalF32, core.OpenCL: blasarg.ScalF32, core.CUDA: blasarg.ScalF32}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel,
+		ImplFlags: map[core.Arch][]core.ImplFlag{core.OpenCL: {core.ImplAsync}, core.CUDA: {core.ImplAsync}}}
 	arg := blasarg.ScalArg{Alpha: *factor}.Encode()
 	start := time.Now()
 	var hs []*core.Handle
