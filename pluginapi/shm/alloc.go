@@ -143,7 +143,7 @@ func (a *Arena) punch(lo, hi uint64) bool {
 	if lo >= hi {
 		return true
 	}
-	if a.noPunch {
+	if a.noPunch || a.PagesKept() {
 		return false
 	}
 	err := unix.Fallocate(int(a.file.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(lo), int64(hi-lo))

@@ -404,3 +404,48 @@ func TestAllocZeroed(t *testing.T) {
 		t.Fatalf("writing %d bytes committed only %d", big, written-before)
 	}
 }
+
+// TestKeepPages: once any process holding the arena calls KeepPages (here
+// a second mapping, as a driver that pins the heap would), Free keeps a
+// large span's pages and their contents.
+func TestKeepPages(t *testing.T) {
+	a := newArena(t)
+	fd, err := unix.Dup(int(a.File().Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Attach(uintptr(fd))
+	if err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if a.PagesKept() {
+		t.Fatal("a new arena keeps its pages")
+	}
+	b.KeepPages()
+	if !a.PagesKept() {
+		t.Fatal("KeepPages through one mapping is not seen through the other")
+	}
+	const big = 4 << 20
+	s, err := a.Alloc(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := a.Bytes(s)
+	for i := 0; i < len(m); i += int(pageSize) {
+		m[i] = 7
+	}
+	before := fileBytes(t, a)
+	if err := a.Free(s); err != nil {
+		t.Fatal(err)
+	}
+	if after := fileBytes(t, a); after != before || a.Released() != 0 {
+		t.Fatalf("memfd went from %d to %d bytes (released %d) with pages kept", before, after, a.Released())
+	}
+	for i := 0; i < len(m); i += int(pageSize) {
+		if m[i] != 7 {
+			t.Fatalf("byte %d of a freed span kept in place is %d", i, m[i])
+		}
+	}
+}

@@ -49,6 +49,9 @@ const (
 	hdrVersion     = 8
 	hdrSize        = 16
 	hdrControlSize = 24
+	// hdrKeepPages is set (to 1, atomically, by any process) once the
+	// heap's pages must stay where they are: see KeepPages.
+	hdrKeepPages = 32
 )
 
 // Heap allocation policy.
@@ -215,6 +218,17 @@ func (a *Arena) Size() uint64 { return a.size }
 // ControlSize is the size of the control region, which is also the offset of
 // the data heap.
 func (a *Arena) ControlSize() uint64 { return a.controlSize }
+
+// KeepPages stops Free from giving the heap's pages back to the OS, for
+// good and for every process: any process may call it, through the shared
+// header. A driver calls it before it page-locks the heap for DMA
+// (cuMemHostRegister): a punched page would be replaced by a fresh one on
+// the next touch while the device kept reading and writing the old one,
+// silently.
+func (a *Arena) KeepPages() { atomicU32(a.mem, hdrKeepPages).Store(1) }
+
+// PagesKept reports whether KeepPages was called, by any process.
+func (a *Arena) PagesKept() bool { return atomicU32(a.mem, hdrKeepPages).Load() != 0 }
 
 // Creator reports whether this process created the arena and so may
 // allocate from it.

@@ -104,8 +104,8 @@ type settings struct {
 	pin      bool
 }
 
-// defaultSettings are the driver's defaults. Pinning is off by default:
-// see docs/design/cuda.md ("Pinned host memory") for why.
+// defaultSettings are the driver's defaults. Pinning is off by default: it
+// commits the whole heap (see docs/design/cuda.md, "Pinned host memory").
 func defaultSettings() settings {
 	return settings{limitMiB: -1, ndevices: -1, pipeline: defaultPipeline}
 }
@@ -464,6 +464,9 @@ func (d *Driver) pin(dev *device) {
 		d.log.Warn("arena heap not pinned: larger than half the machine's memory; set a smaller STARPU_ARENA_SIZE", "heap", heap, "ram", ram)
 		return
 	}
+	// From now on the core's Free must not punch holes: a punched page
+	// would be remapped while the GPU kept using the pinned one.
+	d.arena.KeepPages()
 	err := dev.withContext(func() error { return cu.MemHostRegisterBytes(b, cu.HostRegisterPortable) })
 	if err != nil {
 		d.log.Warn("arena heap not pinned; copies go through pageable memory", "bytes", heap, "error", err)
