@@ -263,7 +263,9 @@ func TestInsertHandlesSequentialConsistency(t *testing.T) {
 	readWrite := &core.Codelet{Name: "read-g-write-h", Modes: []core.Mode{core.R, core.RW}, Kernels: map[core.Arch]string{core.CPU: blasarg.Empty}}
 	read := &core.Codelet{Name: "read-h", Modes: []core.Mode{core.R}, Kernels: map[core.Arch]string{core.CPU: blasarg.Empty}}
 
-	if _, err := rt.Insert(gateCl, core.Data(core.W, g)); err != nil {
+	// The gate blocks worker 0; the readers run on worker 1, so that only
+	// their dependencies, not a queue behind the gate, can hold them.
+	if _, err := rt.Insert(gateCl, core.Data(core.W, g), core.ExecuteOnWorker(0)); err != nil {
 		t.Fatal(err)
 	}
 	// a writes h once the gate task is done with g.
@@ -272,11 +274,11 @@ func TestInsertHandlesSequentialConsistency(t *testing.T) {
 	}
 	free := make(chan struct{})
 	ordered := make(chan struct{})
-	if _, err := rt.Insert(read, core.Data(core.R, h), core.HandlesSequentialConsistency(false),
+	if _, err := rt.Insert(read, core.Data(core.R, h), core.HandlesSequentialConsistency(false), core.ExecuteOnWorker(1),
 		core.Callback(func(*core.Task) { close(free) })); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rt.Insert(read, core.Data(core.R, h), core.HandlesSequentialConsistency(true),
+	if _, err := rt.Insert(read, core.Data(core.R, h), core.HandlesSequentialConsistency(true), core.ExecuteOnWorker(1),
 		core.Callback(func(*core.Task) { close(ordered) })); err != nil {
 		t.Fatal(err)
 	}
