@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,17 @@ func children(pid int) []int {
 	return out
 }
 
+// execed tells whether every process in pids runs another program than
+// bin, the tool that forked them: each is past its exec.
+func execed(pids []int, bin string) bool {
+	for _, p := range pids {
+		if exe, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/exe"); err != nil || exe == bin {
+			return false
+		}
+	}
+	return true
+}
+
 // alive tells whether pid is a process that is not a zombie.
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -50,22 +62,33 @@ func TestInterruptWithStoppedPlugins(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "bench", "overhead", "--tasks", "5000000", "--plugin-dir", pluginDir, "--ncpu", "2")
+	// A million chained tasks: seconds of run once submitted. Five million
+	// kept the tool submitting (gigabytes of tasks, the collector busy)
+	// when the plugins were stopped, which delayed the signal's delivery
+	// by seconds and made the exit time depend on the submission loop,
+	// not on the stopped plugins.
+	cmd := exec.Command(bin, "bench", "overhead", "--tasks", "1000000", "--plugin-dir", pluginDir, "--ncpu", "2")
 	// Long enough that the plugins' heartbeat is not what ends the run.
 	cmd.Env = append(os.Environ(), "STARPU_PLUGIN_TIMEOUT=60s")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
+	// Wait until the plugins have all started: the same children for
+	// 500 ms, each past its exec. A child stopped between fork and exec
+	// would hold the forking thread in vfork, which is not the case this
+	// test is about.
 	var kids []int
-	for deadline := time.Now().Add(20 * time.Second); len(kids) < 2; time.Sleep(50 * time.Millisecond) {
+	stable := time.Now()
+	for deadline := time.Now().Add(20 * time.Second); len(kids) < 2 || time.Since(stable) < 500*time.Millisecond; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the tool started %d plugin processes in 20s", len(kids))
+			t.Fatalf("the tool's plugin processes did not settle in 20s: %v", kids)
 		}
-		kids = children(cmd.Process.Pid)
+		now := children(cmd.Process.Pid)
+		if !slices.Equal(now, kids) || !execed(now, bin) {
+			kids, stable = now, time.Now()
+		}
 	}
-	time.Sleep(500 * time.Millisecond) // into the benchmark
-	kids = children(cmd.Process.Pid)
 	for _, k := range kids {
 		syscall.Kill(k, syscall.SIGSTOP)
 	}
