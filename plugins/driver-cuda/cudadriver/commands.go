@@ -385,7 +385,7 @@ func (w *worker) enqueueExec(e *wire.Exec, now int64) error {
 	if err := w.wait(kernelS); err != nil {
 		return fail("%v", err)
 	}
-	f := flight{id: e.ID, stream: kernelS, what: what, enqNs: now, info: -1, exec: true, sync: w.allSync || e.Flags&wire.ExecAsync == 0}
+	f := flight{id: e.ID, stream: kernelS, what: what, enqNs: now, info: -1, exec: true, sync: w.pipe.Sync(e.Flags)}
 	var err error
 	switch {
 	case dk.lib != nil:
@@ -498,7 +498,7 @@ func (w *worker) drain(ring bool) {
 			w.d.log.Error("commands still running at deinit", "worker", w.rings.Spec.ID, "device", w.dev.name, "commands", w.inflight)
 			return
 		}
-		if ring && w.mayTake(w.rings.Dispatch.Peek()) {
+		if ring && w.pipe.MayTake(w.rings.Dispatch.Peek()) {
 			continue
 		}
 		if w.poll() == 0 {

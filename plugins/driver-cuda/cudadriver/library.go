@@ -36,11 +36,11 @@ func library(withBLAS, withSolver bool) []*builtin {
 		if withBLAS {
 			out = append(out,
 				&builtin{name: "scal", f64: f64, ifaces: []kernel.InterfaceID{kernel.Vector}, check: checkScal, run: runScal},
-				&builtin{name: "axpy", f64: f64, ifaces: []kernel.InterfaceID{kernel.Vector, kernel.Vector}, check: checkAxpy, run: runAxpy},
+				&builtin{name: "axpy", f64: f64, ifaces: []kernel.InterfaceID{kernel.Vector, kernel.Vector}, check: blasarg.CheckAxpy, run: runAxpy},
 				&builtin{name: "dot", f64: f64, ifaces: []kernel.InterfaceID{kernel.Vector, kernel.Vector, kernel.Variable}, check: checkDot, run: runDot},
-				&builtin{name: "gemm", f64: f64, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix, kernel.Matrix}, check: checkGemm, run: runGemm},
-				&builtin{name: "syrk", f64: f64, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix}, check: checkSyrk, run: runSyrk},
-				&builtin{name: "trsm", f64: f64, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix}, check: checkTrsm, run: runTrsm},
+				&builtin{name: "gemm", f64: f64, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix, kernel.Matrix}, check: blasarg.CheckGemm, run: runGemm},
+				&builtin{name: "syrk", f64: f64, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix}, check: blasarg.CheckSyrk, run: runSyrk},
+				&builtin{name: "trsm", f64: f64, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix}, check: blasarg.CheckTrsm, run: runTrsm},
 			)
 		}
 		if withSolver {
@@ -107,16 +107,6 @@ func runScal(w *worker, b []wire.BufferDesc, p []cu.DevicePtr, arg []byte, _ *fl
 	return w.blas.Sscal(n, float32(a.Alpha), p[0], 1)
 }
 
-func checkAxpy(b []wire.BufferDesc, arg []byte) error {
-	if _, err := blasarg.DecodeAxpyArg(arg); err != nil {
-		return err
-	}
-	if b[0].Layout.NX < b[1].Layout.NX {
-		return fmt.Errorf("x has %d elements, y %d", b[0].Layout.NX, b[1].Layout.NX)
-	}
-	return nil
-}
-
 func runAxpy(w *worker, b []wire.BufferDesc, p []cu.DevicePtr, arg []byte, _ *flight) error {
 	a, _ := blasarg.DecodeAxpyArg(arg)
 	n := int(b[1].Layout.NX)
@@ -149,14 +139,6 @@ func runDot(w *worker, b []wire.BufferDesc, p []cu.DevicePtr, _ []byte, _ *fligh
 	return w.blas.Sdot(n, p[0], 1, p[1], 1, p[2])
 }
 
-// op is the shape of op(M): M's, or its transpose's.
-func op(l kernel.Layout, trans bool) (rows, cols uint64) {
-	if trans {
-		return l.NY, l.NX
-	}
-	return l.NX, l.NY
-}
-
 func trans(t bool) cu.Op {
 	if t {
 		return cu.Trans
@@ -171,23 +153,9 @@ func fill(lower bool) cu.Fill {
 	return cu.Upper
 }
 
-func checkGemm(b []wire.BufferDesc, arg []byte) error {
-	a, err := blasarg.DecodeGemmArg(arg)
-	if err != nil {
-		return err
-	}
-	am, ak := op(b[0].Layout, a.TransA)
-	bk, bn := op(b[1].Layout, a.TransB)
-	m, n := b[2].Layout.NX, b[2].Layout.NY
-	if am != m || bn != n || ak != bk {
-		return fmt.Errorf("op(A) is %dx%d, op(B) %dx%d, C %dx%d: shapes do not multiply", am, ak, bk, bn, m, n)
-	}
-	return nil
-}
-
 func runGemm(w *worker, b []wire.BufferDesc, p []cu.DevicePtr, arg []byte, _ *flight) error {
 	a, _ := blasarg.DecodeGemmArg(arg)
-	_, k := op(b[0].Layout, a.TransA)
+	_, k := blasarg.Op(b[0].Layout, a.TransA)
 	c := b[2].Layout
 	m, n := int(c.NX), int(c.NY)
 	if c.ElemSize == 8 {
@@ -196,42 +164,13 @@ func runGemm(w *worker, b []wire.BufferDesc, p []cu.DevicePtr, arg []byte, _ *fl
 	return w.blas.Sgemm(trans(a.TransA), trans(a.TransB), m, n, int(k), float32(a.Alpha), p[0], ld(b[0].Layout), p[1], ld(b[1].Layout), float32(a.Beta), p[2], ld(c))
 }
 
-func checkSyrk(b []wire.BufferDesc, arg []byte) error {
-	a, err := blasarg.DecodeSyrkArg(arg)
-	if err != nil {
-		return err
-	}
-	n, _ := op(b[0].Layout, a.Trans)
-	c := b[1].Layout
-	if c.NX != c.NY || c.NX != n {
-		return fmt.Errorf("op(A) has %d rows, C is %dx%d: want a square C of that order", n, c.NX, c.NY)
-	}
-	return nil
-}
-
 func runSyrk(w *worker, b []wire.BufferDesc, p []cu.DevicePtr, arg []byte, _ *flight) error {
 	a, _ := blasarg.DecodeSyrkArg(arg)
-	n, k := op(b[0].Layout, a.Trans)
+	n, k := blasarg.Op(b[0].Layout, a.Trans)
 	if b[0].Layout.ElemSize == 8 {
 		return w.blas.Dsyrk(fill(a.Lower), trans(a.Trans), int(n), int(k), a.Alpha, p[0], ld(b[0].Layout), a.Beta, p[1], ld(b[1].Layout))
 	}
 	return w.blas.Ssyrk(fill(a.Lower), trans(a.Trans), int(n), int(k), float32(a.Alpha), p[0], ld(b[0].Layout), float32(a.Beta), p[1], ld(b[1].Layout))
-}
-
-func checkTrsm(b []wire.BufferDesc, arg []byte) error {
-	a, err := blasarg.DecodeTrsmArg(arg)
-	if err != nil {
-		return err
-	}
-	al, bl := b[0].Layout, b[1].Layout
-	order := bl.NX // op(A)*X = B: A is m x m
-	if a.Right {
-		order = bl.NY // X*op(A) = B: A is n x n
-	}
-	if al.NX != order || al.NY != order {
-		return fmt.Errorf("trsm: A is %dx%d, B %dx%d: want A %dx%d", al.NX, al.NY, bl.NX, bl.NY, order, order)
-	}
-	return nil
 }
 
 func runTrsm(w *worker, b []wire.BufferDesc, p []cu.DevicePtr, arg []byte, _ *flight) error {

@@ -279,37 +279,12 @@ func TestLibraryChecks(t *testing.T) {
 	}
 }
 
-// TestMayTake is the pipeline rule: tasks wait while a synchronous one
-// runs or the pipeline is full; other messages never wait.
-func TestMayTake(t *testing.T) {
-	exec := make([]byte, wire.ExecHeaderSize)
-	wire.PutExecHeader(exec, 1, 0, 0, 0, 0)
-	copyMsg := make([]byte, wire.CopyHeaderSize)
-	(&wire.Copy{ID: 2}).Encode(copyMsg)
-	for _, tc := range []struct {
-		depth, tasks int
-		syncBusy     bool
-		exec, other  bool
-	}{
-		{depth: 2, tasks: 0, exec: true, other: true},
-		{depth: 2, tasks: 1, exec: true, other: true},
-		{depth: 2, tasks: 2, exec: false, other: true},
-		{depth: 2, tasks: 1, syncBusy: true, exec: false, other: true},
-		{depth: 1, tasks: 1, exec: false, other: true},
-	} {
-		w := &worker{depth: tc.depth, tasks: tc.tasks, syncBusy: tc.syncBusy}
-		if got := w.mayTake(exec); got != tc.exec {
-			t.Errorf("%+v: take a task: %v", tc, got)
-		}
-		if got := w.mayTake(copyMsg); got != tc.other {
-			t.Errorf("%+v: take a copy: %v", tc, got)
-		}
-		if w.mayTake(nil) {
-			t.Error("took an empty ring's message")
-		}
-	}
+// TestPipelineZero: a driver asked for a pipeline of 0 runs every task
+// synchronously, async-flagged ones included (the rule itself is tested in
+// pluginapi/driver).
+func TestPipelineZero(t *testing.T) {
 	w := newWorker(&Driver{}, &device{}, nil, 0, 0)
-	if !w.allSync || w.depth != 1 || !w.noSpin {
+	if !w.pipe.Sync(wire.ExecAsync) || !w.noSpin {
 		t.Errorf("pipeline 0: %+v", w)
 	}
 }

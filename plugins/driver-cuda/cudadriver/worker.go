@@ -134,10 +134,8 @@ type worker struct {
 	dev   *device
 	rings *driver.Rings
 	node  uint32
-	// depth is how many tasks the worker keeps in flight (EnvPipeline, at
-	// least 1); allSync runs every task synchronously (EnvPipeline=0).
-	depth   int
-	allSync bool
+	// pipe is the pipeline rule (EnvPipeline).
+	pipe driver.Pipeline
 	// noSpin: the core asked for no polling (InitRequest.SpinIters 0).
 	noSpin bool
 
@@ -166,10 +164,6 @@ type worker struct {
 	slots    []flight
 	free     []int
 	inflight int
-	// tasks counts the Exec flights in flight; syncBusy says one of them
-	// is synchronous.
-	tasks    int
-	syncBusy bool
 	seq      uint64
 	live     map[uint64]int // slot of each flight not yet retired, by seq
 	queued   [nstreams][]int
@@ -190,7 +184,7 @@ type worker struct {
 }
 
 func newWorker(d *Driver, dev *device, r *driver.Rings, pipeline, spinIters int) *worker {
-	return &worker{d: d, dev: dev, rings: r, node: uint32(dev.index + 1), depth: max(pipeline, 1), allSync: pipeline == 0, noSpin: spinIters == 0,
+	return &worker{d: d, dev: dev, rings: r, node: uint32(dev.index + 1), pipe: driver.NewPipeline(pipeline), noSpin: spinIters == 0,
 		bufs: map[uint64]*devBuf{}, acc: map[key]*access{}, live: map[uint64]int{}}
 }
 
@@ -207,7 +201,7 @@ func (d *Driver) run(w *worker, started chan<- error) {
 		return
 	}
 	started <- nil
-	ready := func() bool { return w.woken.Load() || d.stop.Load() || w.mayTake(w.rings.Dispatch.Peek()) }
+	ready := func() bool { return w.woken.Load() || d.stop.Load() || w.pipe.MayTake(w.rings.Dispatch.Peek()) }
 	for !d.stop.Load() {
 		if w.inflight > 0 {
 			if !w.spin(ready) {
@@ -366,7 +360,7 @@ func (w *worker) runOnce() error {
 		return err
 	}
 	n := 0
-	for msg := w.rings.Dispatch.Peek(); w.mayTake(msg); msg = w.rings.Dispatch.Peek() {
+	for msg := w.rings.Dispatch.Peek(); w.pipe.MayTake(msg); msg = w.rings.Dispatch.Peek() {
 		if err := w.handle(msg); err != nil {
 			return err
 		}
@@ -387,21 +381,6 @@ func (w *worker) runOnce() error {
 	}
 	w.rings.Flush()
 	return nil
-}
-
-// mayTake reports whether the worker may take msg, its next dispatch
-// message, off the ring now: anything but a task may go; a task waits while
-// a synchronous one runs or the pipeline is full (StarPU's rule for
-// implementations flagged asynchronous or not). It only reads the ring and
-// the worker's own state, so that it may serve in the run loop's wait.
-func (w *worker) mayTake(msg []byte) bool {
-	if msg == nil {
-		return false
-	}
-	if wire.Type(msg) != wire.TypeExec {
-		return true
-	}
-	return !w.syncBusy && w.tasks < w.depth
 }
 
 // handle queues one dispatch message. A message the GPU cannot carry out
@@ -531,10 +510,7 @@ func (w *worker) finish(slot int) error {
 	w.release(f.ev, f.stream)
 	delete(w.live, f.seq)
 	if f.exec {
-		w.tasks--
-		if f.sync {
-			w.syncBusy = false
-		}
+		w.pipe.Ended(f.sync)
 	}
 	*f = flight{keys: f.keys[:0], after: f.after[:0]}
 	w.free = append(w.free, slot)
@@ -619,8 +595,7 @@ func (w *worker) launch(f flight, uses []use) error {
 	w.queued[f.stream] = append(w.queued[f.stream], slot)
 	w.inflight++
 	if f.exec {
-		w.tasks++
-		w.syncBusy = w.syncBusy || f.sync
+		w.pipe.Started(f.sync)
 	}
 	return nil
 }

@@ -423,10 +423,7 @@ func (d *Driver) Init(_ context.Context, req *driver.InitRequest) error {
 		if err != nil {
 			return fail(fmt.Errorf("driver-opencl: worker %d: %w", spec.ID, err))
 		}
-		w.depth = max(int(cfg.pipeline), 1)
-		if cfg.pipeline == 0 {
-			w.allSync = true
-		}
+		w.pipe = driver.NewPipeline(int(cfg.pipeline))
 		ws = append(ws, w)
 	}
 	d.stop.Store(false)

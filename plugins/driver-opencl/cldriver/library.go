@@ -62,13 +62,13 @@ func library(withF64 bool) []*builtin {
 				check:   func(_ []wire.BufferDesc, arg []byte) error { _, err := blasarg.DecodeScalArg(arg); return err },
 				setArgs: setScal, nargs: 1},
 			&builtin{name: "axpy", prec: p, ifaces: []kernel.InterfaceID{kernel.Vector, kernel.Vector},
-				check: checkAxpy, setArgs: setAxpy, nargs: 1},
+				check: blasarg.CheckAxpy, setArgs: setAxpy, nargs: 1},
 			&builtin{name: "gemm", prec: p, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix, kernel.Matrix},
-				check: checkGemm, setArgs: setGemm, nargs: 4, ndrange: gemmRange},
+				check: blasarg.CheckGemm, setArgs: setGemm, nargs: 4, ndrange: gemmRange},
 			&builtin{name: "syrk", prec: p, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix},
-				check: checkSyrk, setArgs: setSyrk, nargs: 4},
+				check: blasarg.CheckSyrk, setArgs: setSyrk, nargs: 4},
 			&builtin{name: "trsm", prec: p, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix},
-				check: checkTrsm, setArgs: setTrsm, nargs: 5, ndrange: trsmRange},
+				check: blasarg.CheckTrsm, setArgs: setTrsm, nargs: 5, ndrange: trsmRange},
 		)
 	}
 	return out
@@ -126,44 +126,12 @@ func setScal(k cl.Kernel, i int, arg []byte, p precision) error {
 	return setReal(k, i, a.Alpha, p)
 }
 
-func checkAxpy(b []wire.BufferDesc, arg []byte) error {
-	if _, err := blasarg.DecodeAxpyArg(arg); err != nil {
-		return err
-	}
-	if b[0].Layout.NX < b[1].Layout.NX {
-		return fmt.Errorf("x has %d elements, y %d", b[0].Layout.NX, b[1].Layout.NX)
-	}
-	return nil
-}
-
 func setAxpy(k cl.Kernel, i int, arg []byte, p precision) error {
 	a, err := blasarg.DecodeAxpyArg(arg)
 	if err != nil {
 		return err
 	}
 	return setReal(k, i, a.Alpha, p)
-}
-
-// op is the shape of op(M): M's, or its transpose's.
-func op(l kernel.Layout, trans bool) (rows, cols uint64) {
-	if trans {
-		return l.NY, l.NX
-	}
-	return l.NX, l.NY
-}
-
-func checkGemm(b []wire.BufferDesc, arg []byte) error {
-	a, err := blasarg.DecodeGemmArg(arg)
-	if err != nil {
-		return err
-	}
-	am, ak := op(b[0].Layout, a.TransA)
-	bk, bn := op(b[1].Layout, a.TransB)
-	m, n := b[2].Layout.NX, b[2].Layout.NY
-	if am != m || bn != n || ak != bk {
-		return fmt.Errorf("op(A) is %dx%d, op(B) %dx%d, C %dx%d: shapes do not multiply", am, ak, bk, bn, m, n)
-	}
-	return nil
 }
 
 func setGemm(k cl.Kernel, i int, arg []byte, p precision) error {
@@ -187,19 +155,6 @@ func gemmRange(b []wire.BufferDesc, _ []byte) (global, local []uint64) {
 	return []uint64{roundUp(c.NX, gemmTile), roundUp(c.NY, gemmTile)}, []uint64{gemmTile, gemmTile}
 }
 
-func checkSyrk(b []wire.BufferDesc, arg []byte) error {
-	a, err := blasarg.DecodeSyrkArg(arg)
-	if err != nil {
-		return err
-	}
-	n, _ := op(b[0].Layout, a.Trans)
-	c := b[1].Layout
-	if c.NX != c.NY || c.NX != n {
-		return fmt.Errorf("op(A) has %d rows, C is %dx%d: want a square C of that order", n, c.NX, c.NY)
-	}
-	return nil
-}
-
 func setSyrk(k cl.Kernel, i int, arg []byte, p precision) error {
 	a, err := blasarg.DecodeSyrkArg(arg)
 	if err != nil {
@@ -212,22 +167,6 @@ func setSyrk(k cl.Kernel, i int, arg []byte, p precision) error {
 		return err
 	}
 	return setReal(k, i+3, a.Beta, p)
-}
-
-func checkTrsm(b []wire.BufferDesc, arg []byte) error {
-	a, err := blasarg.DecodeTrsmArg(arg)
-	if err != nil {
-		return err
-	}
-	al, bl := b[0].Layout, b[1].Layout
-	order := bl.NX // op(A)*X = B: A is m x m
-	if a.Right {
-		order = bl.NY // X*op(A) = B: A is n x n
-	}
-	if al.NX != order || al.NY != order {
-		return fmt.Errorf("trsm: A is %dx%d, B %dx%d: want A %dx%d", al.NX, al.NY, bl.NX, bl.NY, order, order)
-	}
-	return nil
 }
 
 func setTrsm(k cl.Kernel, i int, arg []byte, p precision) error {

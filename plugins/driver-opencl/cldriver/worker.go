@@ -101,10 +101,8 @@ type worker struct {
 	rings *driver.Rings
 	node  uint32
 	sink  *cl.Sink
-	// depth is how many tasks the worker keeps in flight (EnvPipeline, at
-	// least 1); allSync runs every task synchronously (EnvPipeline=0).
-	depth   int
-	allSync bool
+	// pipe is the pipeline rule (EnvPipeline).
+	pipe driver.Pipeline
 
 	// Filled by the event callback on OpenCL's threads.
 	doneMu  sync.Mutex
@@ -115,10 +113,6 @@ type worker struct {
 	slots    []flight
 	free     []int
 	inflight int
-	// tasks counts the Exec flights in flight; syncBusy says one of them
-	// is synchronous.
-	tasks    int
-	syncBusy bool
 	seq      uint64
 	live     map[uint64]int // slot of each flight not yet retired, by seq
 	ready    []int          // slots reported done, not yet retired
@@ -166,7 +160,7 @@ func (d *Driver) run(w *worker) {
 	// OpenCL is called from one thread per worker, as StarPU does.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ready := func() bool { return w.pending.Load() || d.stop.Load() || w.mayTake(w.rings.Dispatch.Peek()) }
+	ready := func() bool { return w.pending.Load() || d.stop.Load() || w.pipe.MayTake(w.rings.Dispatch.Peek()) }
 	for !d.stop.Load() {
 		if !w.rings.Idle(ready, 200*time.Millisecond) {
 			if w.inflight > 0 {
@@ -192,7 +186,7 @@ func (w *worker) runOnce() error {
 		return err
 	}
 	n := 0
-	for msg := w.rings.Dispatch.Peek(); w.mayTake(msg); msg = w.rings.Dispatch.Peek() {
+	for msg := w.rings.Dispatch.Peek(); w.pipe.MayTake(msg); msg = w.rings.Dispatch.Peek() {
 		if err := w.handle(msg); err != nil {
 			return err
 		}
@@ -214,21 +208,6 @@ func (w *worker) runOnce() error {
 	}
 	w.rings.Flush()
 	return nil
-}
-
-// mayTake reports whether the worker may take msg, its next dispatch
-// message, off the ring now: anything but a task may go; a task waits while
-// a synchronous one runs or the pipeline is full (StarPU's rule for
-// implementations flagged asynchronous or not). It only reads the ring and
-// the worker's own state, so that it may serve in the run loop's wait.
-func (w *worker) mayTake(msg []byte) bool {
-	if msg == nil {
-		return false
-	}
-	if wire.Type(msg) != wire.TypeExec {
-		return true
-	}
-	return !w.syncBusy && w.tasks < w.depth
 }
 
 // handle enqueues one dispatch message. A message the device cannot carry
@@ -357,10 +336,7 @@ func (w *worker) finish(slot int) error {
 	f.ev.Release()
 	delete(w.live, f.seq)
 	if f.exec {
-		w.tasks--
-		if f.sync {
-			w.syncBusy = false
-		}
+		w.pipe.Ended(f.sync)
 	}
 	*f = flight{keys: f.keys[:0], after: f.after[:0]}
 	w.free = append(w.free, slot)
@@ -399,8 +375,7 @@ func (w *worker) launch(f flight) error {
 	w.live[f.seq] = slot
 	w.inflight++
 	if f.exec {
-		w.tasks++
-		w.syncBusy = w.syncBusy || f.sync
+		w.pipe.Started(f.sync)
 	}
 	if err := f.ev.OnComplete(w.sink, f.seq); err != nil {
 		// No callback: wait for the command here rather than lose it.
@@ -797,7 +772,7 @@ func (w *worker) enqueueExec(e *wire.Exec, now int64) error {
 			w.record(key{w.node, b.Offset}, b.Mode&kernel.W != 0, kernelQ, ev)
 		}
 	}
-	sync := w.allSync || e.Flags&wire.ExecAsync == 0
+	sync := w.pipe.Sync(e.Flags)
 	return w.launch(flight{id: e.ID, ev: ev, what: what, call: call, enqNs: now, kernel: !empty, keys: w.keys, exec: true, sync: sync})
 }
 
