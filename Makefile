@@ -8,9 +8,9 @@ PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driv
 # contracts. The plugins' and tools' tests run without it (cgo BLAS under
 # -race is slow and has no shared state to check).
 RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/... ./plugins/sched-dmda/... ./plugins/sched-prio/... ./plugins/sched-random/... ./plugins/sched-lws/... ./plugins/sched-heteroprio/...
-PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./plugins/driver-cuda/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./cmd/... ./examples/...
+PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./plugins/driver-cuda/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./cmd/... ./examples/... ./internal/guide/...
 
-.PHONY: all build demo test setup bench lint
+.PHONY: all build demo test setup bench lint install uninstall
 all: build
 
 build:
@@ -29,6 +29,22 @@ build:
 	$(GO) build -o $(BIN)/plugins/sched-heteroprio ./plugins/sched-heteroprio
 	@# The loader refuses group- or world-writable plugins (umask 002 makes them so).
 	chmod go-w $(BIN)/plugins $(BIN)/plugins/*
+
+# `make install PREFIX=DIR` puts the tool in DIR/bin and the plugins in
+# DIR/lib/starpu/plugins, where programs look for them with no variable set
+# (config.DefaultPluginPath): PREFIX=~/.local for one user, the default
+# /usr/local for the machine, or any prefix whose bin/ is on PATH.
+# Directories are made 0755 and binaries 0755 whatever the umask: the
+# loader refuses plugins others could write.
+PREFIX ?= /usr/local
+install: build
+	umask 022; install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/starpu/plugins
+	install -m 0755 $(BIN)/starpu $(DESTDIR)$(PREFIX)/bin/starpu
+	install -m 0755 $(PLUGINS) $(DESTDIR)$(PREFIX)/lib/starpu/plugins/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/starpu $(addprefix $(DESTDIR)$(PREFIX)/lib/starpu/plugins/,$(notdir $(PLUGINS)))
+	-rmdir $(DESTDIR)$(PREFIX)/lib/starpu/plugins $(DESTDIR)$(PREFIX)/lib/starpu 2>/dev/null
 
 setup:
 	bash scripts/setup.sh

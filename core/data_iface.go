@@ -63,13 +63,13 @@ func (rt *Runtime) ifaceNamed(name string) (*ifaceInst, error) {
 			return in, nil
 		}
 	}
-	cands, err := discover(rt.cfg.PluginDir)
+	cands, where, err := findPlugins(rt.cfg)
 	if err != nil {
 		return nil, err
 	}
 	c, ok := cands["iface-"+name]
 	if !ok {
-		return nil, fmt.Errorf("%w: unknown data interface %q: no plugin iface-%s in %s (available: %v)", ErrInvalidData, name, name, rt.cfg.PluginDir, available(cands, base.KindInterface))
+		return nil, fmt.Errorf("%w: unknown data interface %q: no plugin iface-%s %s (available: %v)", ErrInvalidData, name, name, where, available(cands, base.KindInterface))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ifaceTimeout)
 	defer cancel()

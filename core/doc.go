@@ -98,6 +98,8 @@
 //	errors                         errors.go                     docs/user-guide.md
 //	configuration                  config/                       docs/user-guide.md
 //	plugin processes               internal/loader/              docs/design/plugins.md
+//	plugin search path             plugin_search.go              docs/design/plugins.md
+//	application as its CPU driver  plugin_kernelhost.go (header) docs/design/plugins.md
 //
 // Tests are named for what they test (data_access_test.go tests
 // data_access.go); the in-package ones end in _internal_test.go.

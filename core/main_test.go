@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/starpu-go/starpu/core"
 	"github.com/starpu-go/starpu/core/config"
 )
 
@@ -21,6 +22,9 @@ var pluginDir, crashyDir, openclDir string
 var modelDir, brokenDir string
 
 func TestMain(m *testing.M) {
+	// When the runtime starts this test binary again as its own CPU
+	// driver (plugin_kernelhost_test.go), it serves these and exits.
+	core.HostKernels(hostedKernels()...)
 	if os.Getenv("CORE_TEST_CHILD") != "" {
 		os.Exit(childRuntime())
 	}

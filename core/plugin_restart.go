@@ -257,7 +257,7 @@ func (rt *Runtime) restartDriver(d *driverInst, removed map[*SchedContext][]int)
 func (rt *Runtime) relaunchDriver(d *driverInst) (*loader.Plugin, driver.Driver, error) {
 	c, ok := rt.cands["driver-"+d.name]
 	if !ok {
-		return nil, nil, fmt.Errorf("driver-%s is no longer in %s", d.name, rt.cfg.PluginDir)
+		return nil, nil, fmt.Errorf("driver-%s is no longer found %s", d.name, rt.pluginsWhere)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

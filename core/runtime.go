@@ -21,6 +21,7 @@ import (
 	"github.com/starpu-go/starpu/core/perfmodel"
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/sched"
 	"github.com/starpu-go/starpu/pluginapi/shm"
 	"github.com/starpu-go/starpu/pluginapi/wire"
@@ -55,6 +56,12 @@ type Options struct {
 	// turn, so that performance models measure each; STARPU_CALIBRATE=1 or
 	// 2 (config calibrate) does too.
 	Calibrate bool
+	// Kernels are CPU kernels compiled into the application: when set, the
+	// runtime starts this program again as its CPU driver, hosting them, in
+	// place of the plugin directory's driver-cpu (plugin_kernelhost.go).
+	// Compose libraries here: the standard one is kernels.Library() of
+	// plugins/driver-cpu/kernels. A name given twice is an error.
+	Kernels []kernel.Kernel
 }
 
 // Runtime is one instance of the runtime: its plugins, workers, data and
@@ -93,6 +100,8 @@ type Runtime struct {
 	global       *SchedContext
 	cands        map[string]loader.Candidate
 	schedFactory SchedulerFactory
+	// pluginsWhere says where cands were looked for, for messages.
+	pluginsWhere string
 
 	// Each subsystem's state, with the lock that guards it; their types
 	// say the discipline and live beside the code that uses them.
@@ -166,6 +175,9 @@ func (d *driverInst) current() (*loader.Plugin, driver.Driver) {
 // shared-memory arena, starts the driver and scheduler plugins, and brings up
 // one worker per device unit.
 func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
+	if os.Getenv(EnvKernelHost) != "" {
+		HostKernels(opt.Kernels...) // never returns
+	}
 	cfg := opt.Config
 	if cfg == nil {
 		getenv := opt.Getenv
@@ -208,9 +220,12 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	}
 	var cands map[string]loader.Candidate
 	if len(opt.Drivers) == 0 || opt.Scheduler == nil {
-		if cands, err = discover(cfg.PluginDir); err != nil {
+		if cands, rt.pluginsWhere, err = findPlugins(cfg); err != nil {
 			return nil, err
 		}
+	}
+	if err := useKernelHost(opt, cands); err != nil {
+		return nil, err
 	}
 	if err := rt.loadDrivers(ctx, opt.Drivers, cands); err != nil {
 		return nil, err
@@ -247,18 +262,6 @@ func (rt *Runtime) createArena() error {
 	}
 	rt.arena = a
 	return rt.initHeartbeats()
-}
-
-func discover(dir string) (map[string]loader.Candidate, error) {
-	cs, err := loader.Discover(dir)
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[string]loader.Candidate, len(cs))
-	for _, c := range cs {
-		m[string(c.Kind)+"-"+c.Name] = c
-	}
-	return m, nil
 }
 
 func available(cands map[string]loader.Candidate, kind base.Kind) []string {
@@ -368,7 +371,7 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 		}
 	}
 	if rt.cfg.NCPU != 0 && rt.driverFor(driver.CPU) == nil {
-		return fmt.Errorf("no CPU driver: no plugin driver-cpu in %s (found drivers: %v)", rt.cfg.PluginDir, available(cands, base.KindDriver))
+		return fmt.Errorf("no CPU driver: no plugin driver-cpu %s (found drivers: %v)", rt.pluginsWhere, available(cands, base.KindDriver))
 	}
 	return nil
 }
@@ -395,7 +398,7 @@ func (rt *Runtime) checkPluginBlocks(cands map[string]loader.Candidate) error {
 				all = append(all, k)
 			}
 			sort.Strings(all)
-			return fmt.Errorf("config has a block for plugin %q, which is not in %s (plugins: %v)", name, rt.cfg.PluginDir, all)
+			return fmt.Errorf("config has a block for plugin %q, which is not found %s (plugins: %v)", name, rt.pluginsWhere, all)
 		}
 	}
 	return nil
@@ -421,7 +424,7 @@ func (rt *Runtime) loadScheduler(ctx context.Context, f SchedulerFactory, cands 
 		name := rt.cfg.Sched
 		c, ok := cands["sched-"+name]
 		if !ok {
-			return fmt.Errorf("unknown scheduler %q: no plugin sched-%s in %s (available: %v)", name, name, rt.cfg.PluginDir, available(cands, base.KindScheduler))
+			return fmt.Errorf("unknown scheduler %q: no plugin sched-%s %s (available: %v)", name, name, rt.pluginsWhere, available(cands, base.KindScheduler))
 		}
 		p, err := rt.launch(ctx, c)
 		if err != nil {

@@ -82,8 +82,15 @@ func (rt *Runtime) DriverNotes() []DriverNote {
 // SchedName is the scheduling policy in use.
 func (rt *Runtime) SchedName() string { return rt.cfg.Sched }
 
-// PluginDir is the directory plugins are loaded from.
-func (rt *Runtime) PluginDir() string { return rt.cfg.PluginDir }
+// PluginsWhere says where the runtime found its plugins: "in DIR" for an
+// explicit plugin directory, else the search path with what each of its
+// directories held.
+func (rt *Runtime) PluginsWhere() string {
+	if rt.pluginsWhere == "" {
+		return "nowhere: the drivers and the scheduler run in process"
+	}
+	return rt.pluginsWhere
+}
 
 // PluginInfo describes a plugin binary in the plugin directory.
 type PluginInfo struct {
@@ -95,12 +102,20 @@ type PluginInfo struct {
 	Status string
 }
 
-// ProbePlugins lists every plugin of the plugin directory: those the runtime
+// ProbePlugins lists every plugin the runtime can use (the application
+// itself as driver-cpu when it hosts its kernels): those the runtime
 // loaded, and the others after starting each once to ask its version.
 func (rt *Runtime) ProbePlugins(ctx context.Context) ([]PluginInfo, error) {
-	cands, err := loader.Discover(rt.cfg.PluginDir)
-	if err != nil {
-		return nil, err
+	byLabel := rt.cands
+	if byLabel == nil {
+		var err error
+		if byLabel, _, err = findPlugins(rt.cfg); err != nil {
+			return nil, err
+		}
+	}
+	cands := make([]loader.Candidate, 0, len(byLabel))
+	for _, c := range byLabel {
+		cands = append(cands, c)
 	}
 	loaded := map[string]*loader.Plugin{}
 	for _, d := range rt.drivers {

@@ -382,7 +382,7 @@ func TestInitErrors(t *testing.T) {
 		{"driver plugin missing", func(c *config.Config) { c.PluginDir = schedOnly }, nil, "no plugin driver-cpu"},
 		{"config for an unknown plugin", func(c *config.Config) {
 			c.Plugins = map[string]config.Plugin{"driver-gpu": {Name: "driver-gpu", Config: base.Config{}}}
-		}, nil, `plugin "driver-gpu", which is not in`},
+		}, nil, `plugin "driver-gpu", which is not found in`},
 		{"unknown scheduler", func(c *config.Config) { c.Sched = "nope" }, nil, `unknown scheduler "nope"`},
 		{"missing plugin dir", func(c *config.Config) { c.PluginDir = "/nonexistent/plugins" }, nil, "/nonexistent/plugins"},
 		{"handshake refused", func(c *config.Config) { c.PluginDir = bogusDir }, nil, "sched-ws"},

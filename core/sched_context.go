@@ -322,15 +322,15 @@ func (rt *Runtime) startPolicy(ctx context.Context, name string) (sched.Schedule
 		return s, nil, nil
 	}
 	if rt.cands == nil {
-		cands, err := discover(rt.cfg.PluginDir)
+		cands, where, err := findPlugins(rt.cfg)
 		if err != nil {
 			return nil, nil, err
 		}
-		rt.cands = cands
+		rt.cands, rt.pluginsWhere = cands, where
 	}
 	c, ok := rt.cands["sched-"+name]
 	if !ok {
-		return nil, nil, fmt.Errorf("unknown scheduling policy %q: no plugin sched-%s in %s (available: %v)", name, name, rt.cfg.PluginDir, available(rt.cands, base.KindScheduler))
+		return nil, nil, fmt.Errorf("unknown scheduling policy %q: no plugin sched-%s %s (available: %v)", name, name, rt.pluginsWhere, available(rt.cands, base.KindScheduler))
 	}
 	p, err := rt.launch(ctx, c)
 	if err != nil {

@@ -50,23 +50,29 @@ type SchedPolicy struct {
 // only map it, nothing is placed in it.
 const schedListArena = 1 << 20
 
-// SchedPolicies lists the scheduling policies in the plugin directory dir,
-// by name: every sched-<name> plugin is started as the runtime starts it,
+// SchedPolicies lists the scheduling policies among the plugins cfg points
+// at (its PluginDir, else its PluginPath), by name, and says where it
+// looked: every sched-<name> plugin is started as the runtime starts it,
 // asked for its info and configuration schema, and stopped; each of
 // StarPU's aliases whose plugin is present is listed too. A plugin that
 // does not start is listed with its Err. log receives the plugins' own
 // log lines; nil discards them.
-func SchedPolicies(ctx context.Context, dir string, log hclog.Logger) ([]SchedPolicy, error) {
-	cands, err := loader.Discover(dir)
+func SchedPolicies(ctx context.Context, cfg *config.Config, log hclog.Logger) (_ []SchedPolicy, where string, err error) {
+	byLabel, where, err := findPlugins(cfg)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	cands := make([]loader.Candidate, 0, len(byLabel))
+	for _, c := range byLabel {
+		cands = append(cands, c)
+	}
+	slices.SortFunc(cands, func(a, b loader.Candidate) int { return strings.Compare(a.Label(), b.Label()) })
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
 	arena, err := shm.Create(schedListArena, 0)
 	if err != nil {
-		return nil, fmt.Errorf("list scheduling policies: shared-memory arena: %w", err)
+		return nil, "", fmt.Errorf("list scheduling policies: shared-memory arena: %w", err)
 	}
 	defer arena.Close()
 	var out []SchedPolicy
@@ -88,7 +94,7 @@ func SchedPolicies(ctx context.Context, dir string, log hclog.Logger) ([]SchedPo
 			Description: a.Doc, Settings: target.Settings, AliasOf: a.Policy, AliasConfig: a.Config, Err: target.Err})
 	}
 	slices.SortFunc(out, func(x, y SchedPolicy) int { return strings.Compare(x.Name, y.Name) })
-	return out, nil
+	return out, where, nil
 }
 
 // describePolicy starts the plugin c and asks it what it is and what it
@@ -116,13 +122,13 @@ func describePolicy(ctx context.Context, c loader.Candidate, arena *shm.Arena, l
 	return p
 }
 
-// WriteSchedPolicies prints the policies found in dir (SchedPolicies) as
+// WriteSchedPolicies prints the policies found where (SchedPolicies) as
 // `starpu sched list` and STARPU_SCHED=help show them: one line per policy
 // with its description, then its settings with their types and defaults;
 // an alias shows the setting it stands for instead.
-func WriteSchedPolicies(w io.Writer, dir string, ps []SchedPolicy) error {
+func WriteSchedPolicies(w io.Writer, where string, ps []SchedPolicy) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "Scheduling policies in %s (STARPU_SCHED=NAME, or sched = \"NAME\" in the config file):\n\n", dir)
+	fmt.Fprintf(tw, "Scheduling policies found %s (STARPU_SCHED=NAME, or sched = \"NAME\" in the config file):\n\n", where)
 	if len(ps) == 0 {
 		fmt.Fprintf(tw, "  none: no sched-<name> plugin there\n")
 	}
@@ -191,9 +197,9 @@ func selectSched(ctx context.Context, cfg *config.Config, log hclog.Logger, help
 	if c.Sched != config.SchedHelp {
 		return c
 	}
-	ps, err := SchedPolicies(ctx, c.PluginDir, log)
+	ps, where, err := SchedPolicies(ctx, c, log)
 	if err == nil {
-		err = WriteSchedPolicies(help, c.PluginDir, ps)
+		err = WriteSchedPolicies(help, where, ps)
 	}
 	if err != nil {
 		log.Warn("STARPU_SCHED=help: cannot list the scheduling policies", "error", err)

@@ -39,7 +39,7 @@ func TestSchedSelect(t *testing.T) {
 // it reports them, the aliases of the plugins present, and a plugin that
 // does not start, with why.
 func testSchedPolicies(t *testing.T, dir string) {
-	ps, err := SchedPolicies(context.Background(), dir, nil)
+	ps, where, err := SchedPolicies(context.Background(), &config.Config{PluginDir: dir}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,11 +79,11 @@ func testSchedPolicies(t *testing.T, dir string) {
 		t.Errorf("dmdas: %+v", byName["dmdas"])
 	}
 	var out strings.Builder
-	if err := WriteSchedPolicies(&out, dir, ps); err != nil {
+	if err := WriteSchedPolicies(&out, where, ps); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"Scheduling policies in " + dir,
+		"Scheduling policies found in " + dir,
 		"ws (default)  work stealing:",
 		"dmdas         = dmda with sorted = true: each worker's queue sorted by priority",
 		"alpha = 1 (float)",
@@ -94,8 +94,22 @@ func testSchedPolicies(t *testing.T, dir string) {
 			t.Errorf("listing lacks %q:\n%s", want, out.String())
 		}
 	}
-	if _, err := SchedPolicies(context.Background(), filepath.Join(dir, "nowhere"), nil); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if _, _, err := SchedPolicies(context.Background(), &config.Config{PluginDir: filepath.Join(dir, "nowhere")}, nil); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("missing directory: %v", err)
+	}
+	// Along a search path, the first directory holding a name wins and
+	// the message lists every directory with what it held.
+	path := &config.Config{PluginPath: []string{filepath.Join(dir, "nowhere"), dir}}
+	ps, where, err = SchedPolicies(context.Background(), path, nil)
+	if err != nil || len(ps) == 0 {
+		t.Fatalf("along the path: %d policies, %v", len(ps), err)
+	}
+	if want := "on the plugin path: " + filepath.Join(dir, "nowhere") + " (does not exist), " + dir + " (3 plugins)"; where != want {
+		t.Errorf("where = %q, want %q", where, want)
+	}
+	_, _, err = SchedPolicies(context.Background(), &config.Config{PluginPath: []string{filepath.Join(dir, "nowhere")}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "no plugins found on the plugin path: "+filepath.Join(dir, "nowhere")+" (does not exist)") || !strings.Contains(err.Error(), "make install") {
+		t.Errorf("empty path: %v", err)
 	}
 }
 

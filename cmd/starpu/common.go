@@ -102,7 +102,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet) { f.registerSome(fs, allRuntim
 func (f *runtimeFlags) registerSome(fs *flag.FlagSet, which rtFlags) {
 	f.cmd = fs.Name()
 	fs.StringVar(&f.config, "config", "", "read the configuration from `FILE` (default $STARPU_CONFIG; none if it is unset)")
-	fs.StringVar(&f.pluginDir, "plugin-dir", "", "load the plugins from `DIR` (default $STARPU_PLUGIN_DIR, else the config file's plugin_dir, else plugins/ beside this binary)")
+	fs.StringVar(&f.pluginDir, "plugin-dir", "", "load the plugins from `DIR` alone (default $STARPU_PLUGIN_DIR, else the config file's plugin_dir, else the search path: $STARPU_PLUGIN_PATH, plugins/ beside this binary, then the installations; see starpu machine)")
 	if which&withSched != 0 {
 		fs.StringVar(&f.sched, "sched", "", "scheduling `POLICY` (default $STARPU_SCHED, else the config file's sched, else ws: work stealing)")
 	}

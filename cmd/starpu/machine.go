@@ -26,7 +26,7 @@ func machine(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "plugin directory: %s\n\n", rt.PluginDir())
+	fmt.Fprintf(out, "plugins found %s\n\n", rt.PluginsWhere())
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PLUGIN\tKIND\tVERSION\tSTATUS\tPATH")
 	for _, p := range plugins {

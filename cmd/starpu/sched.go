@@ -24,7 +24,7 @@ func schedCmd(ctx context.Context, args []string, out io.Writer) error {
 	default:
 		return usagef("sched: unknown subcommand %q (list)", args[0])
 	}
-	c := newCmd("sched list", "[flags]", "List the scheduling policies in the plugin directory, each with what it does and\nits settings (config attributes, with their defaults): the names STARPU_SCHED\nand the config file's sched accept. Each plugin is started to ask it.")
+	c := newCmd("sched list", "[flags]", "List the scheduling policies among the plugins found, each with what it does and\nits settings (config attributes, with their defaults): the names STARPU_SCHED\nand the config file's sched accept. Each plugin is started to ask it.")
 	var rf runtimeFlags
 	rf.registerSome(c.FlagSet, 0)
 	c.refuse("it lists every policy; STARPU_SCHED=NAME selects one when a run starts", "sched")
@@ -39,9 +39,9 @@ func schedCmd(ctx context.Context, args []string, out io.Writer) error {
 	if rf.pluginDir != "" {
 		cfg.PluginDir = rf.pluginDir
 	}
-	ps, err := core.SchedPolicies(ctx, cfg.PluginDir, nil)
+	ps, where, err := core.SchedPolicies(ctx, cfg, nil)
 	if err != nil {
 		return err
 	}
-	return core.WriteSchedPolicies(out, cfg.PluginDir, ps)
+	return core.WriteSchedPolicies(out, where, ps)
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -60,14 +61,20 @@ var LogLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
 
 // Config is the runtime's configuration.
 type Config struct {
-	// PluginDir is where plugin binaries are found. Default: the "plugins"
-	// directory beside the running executable. A relative plugin_dir in a
+	// PluginDir, when set, is the one directory plugin binaries are taken
+	// from; PluginPath is then not searched. Default: unset. A relative
+	// plugin_dir in a
 	// configuration file is relative to the file's directory (DecodeFile;
 	// Decode and Parse, which have no file, refuse it); a relative
 	// STARPU_PLUGIN_DIR is relative to the working directory, and made
 	// absolute by ApplyEnv. The loader refuses a plugin directory that
 	// others than the current user or root could write.
 	PluginDir string
+	// PluginPath is the plugin search path, used when PluginDir is unset:
+	// for each plugin name, the first of these directories that holds
+	// one wins. Default: DefaultPluginPath; STARPU_PLUGIN_PATH puts its
+	// directories first.
+	PluginPath []string
 	// Sched is the name of the scheduling policy. Default "ws".
 	// StarPU's names served by another policy with a setting (dmdas,
 	// dmdar: SchedAliases) are resolved by ResolveSchedAliases, which
@@ -163,16 +170,11 @@ type Plugin struct {
 	Restarts *int
 }
 
-// Default returns the default configuration. Its PluginDir is the "plugins"
-// directory beside the running executable (or "plugins", relative to the
-// working directory, when the executable cannot be located).
+// Default returns the default configuration: no PluginDir, and
+// DefaultPluginPath as the search path.
 func Default() *Config {
-	dir := PluginSubdir
-	if exe, err := os.Executable(); err == nil {
-		dir = filepath.Join(filepath.Dir(exe), PluginSubdir)
-	}
 	return &Config{
-		PluginDir:  dir,
+		PluginPath: DefaultPluginPath(),
 		Sched:      DefaultSched,
 		NCPU:       DefaultNCPU,
 		QueueDepth: DefaultQueueDepth,
@@ -185,10 +187,76 @@ func Default() *Config {
 	}
 }
 
+// InstalledPlugins is where `make install PREFIX=...` puts the plugins,
+// under the prefix.
+const InstalledPlugins = "lib/starpu/plugins"
+
+// DefaultPluginPath is where plugins are looked for when nothing says
+// where, in order:
+//   - "plugins" beside the running executable (the build tree's bin/, or
+//     a directory an application ships with its plugins);
+//   - ../lib/starpu/plugins from the executable (a program installed in
+//     $PREFIX/bin beside an installation);
+//   - the user's ~/.local/lib/starpu/plugins (make install
+//     PREFIX=~/.local);
+//   - ../lib/starpu/plugins from the starpu tool found on PATH (whatever
+//     prefix it was installed under: `go run` and `go test` of an
+//     application, whose binaries live in the build cache, find an
+//     installation this way);
+//   - /usr/local/lib/starpu/plugins (make install's default prefix).
+//
+// Directories that cannot be located are left out; duplicates are removed.
+func DefaultPluginPath() []string {
+	var dirs []string
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		dirs = append(dirs,
+			filepath.Join(filepath.Dir(exe), PluginSubdir),
+			filepath.Join(filepath.Dir(exe), "..", InstalledPlugins))
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, ".local", InstalledPlugins))
+	}
+	if tool, err := exec.LookPath("starpu"); err == nil {
+		if abs, err := filepath.Abs(tool); err == nil {
+			if real, err := filepath.EvalSymlinks(abs); err == nil {
+				abs = real
+			}
+			dirs = append(dirs, filepath.Join(filepath.Dir(abs), "..", InstalledPlugins))
+		}
+	}
+	dirs = append(dirs, filepath.Join("/usr/local", InstalledPlugins))
+	return dedupeDirs(dirs)
+}
+
+// dedupeDirs cleans dirs and drops repeats, keeping the first.
+func dedupeDirs(dirs []string) []string {
+	out := dirs[:0:0]
+	for _, d := range dirs {
+		d = filepath.Clean(d)
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// PluginDirs are the directories plugins are taken from: PluginDir alone
+// when it is set, else PluginPath.
+func (c *Config) PluginDirs() []string {
+	if c.PluginDir != "" {
+		return []string{c.PluginDir}
+	}
+	return c.PluginPath
+}
+
 // Clone returns a deep copy of c: changing the copy's plugin map or plugin
 // configurations leaves c untouched.
 func (c *Config) Clone() *Config {
 	n := *c
+	n.PluginPath = slices.Clone(c.PluginPath)
 	n.Contexts = slices.Clone(c.Contexts)
 	for i, x := range n.Contexts {
 		x.Workers = slices.Clone(x.Workers)
@@ -225,14 +293,14 @@ func (c *Config) Plugin(name string) base.Config {
 	return base.Config{}
 }
 
-// Validate checks that the configuration is usable: a non-empty plugin
+// Validate checks that the configuration is usable: a plugin
 // directory and scheduler, NCPU >= -1, QueueDepth in 1..64, SpinIters >= 0, a
 // known log level and plugin entries keyed by their names. All problems found
 // are reported together.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.PluginDir == "" {
-		errs = append(errs, errors.New("plugin_dir: must not be empty"))
+	if c.PluginDir == "" && len(c.PluginPath) == 0 {
+		errs = append(errs, errors.New("plugin_dir: must not be empty when there is no plugin search path"))
 	}
 	if strings.TrimSpace(c.Sched) == "" {
 		errs = append(errs, errors.New("sched: must not be empty"))

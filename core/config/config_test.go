@@ -42,6 +42,7 @@ plugin "driver-cpu" {}
 func fullConfig() *Config {
 	return &Config{
 		PluginDir:  "/opt/starpu/plugins",
+		PluginPath: DefaultPluginPath(),
 		Sched:      "dmda",
 		NCPU:       2,
 		QueueDepth: 8,
@@ -66,7 +67,7 @@ func TestDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Config{
-		PluginDir:  filepath.Join(filepath.Dir(exe), "plugins"),
+		PluginPath: DefaultPluginPath(),
 		Sched:      "ws",
 		NCPU:       -1,
 		QueueDepth: 4,
@@ -79,6 +80,9 @@ func TestDefault(t *testing.T) {
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() = %+v, want %+v", got, want)
+	}
+	if got, first := want.PluginPath, filepath.Join(filepath.Dir(exe), "plugins"); len(got) < 3 || got[0] != first {
+		t.Fatalf("DefaultPluginPath() = %v, want %s first, then the installation directories", got, first)
 	}
 	if err := Default().Validate(); err != nil {
 		t.Fatalf("Default().Validate() = %v", err)
@@ -353,7 +357,8 @@ func TestValidate(t *testing.T) {
 		{"every level", func(c *Config) { c.LogLevel = "off" }, ""},
 		{"empty sched", func(c *Config) { c.Sched = "" }, "sched"},
 		{"blank sched", func(c *Config) { c.Sched = "  " }, "sched"},
-		{"empty plugin dir", func(c *Config) { c.PluginDir = "" }, "plugin_dir"},
+		{"no plugin dir nor path", func(c *Config) { c.PluginDir, c.PluginPath = "", nil }, "plugin_dir"},
+		{"plugin path only", func(c *Config) { c.PluginDir, c.PluginPath = "", []string{"/x"} }, ""},
 		{"ncpu -2", func(c *Config) { c.NCPU = -2 }, "ncpu"},
 		{"queue depth 0", func(c *Config) { c.QueueDepth = 0 }, "queue_depth"},
 		{"queue depth 65", func(c *Config) { c.QueueDepth = 65 }, "queue_depth"},

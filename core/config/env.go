@@ -17,7 +17,8 @@ const (
 	EnvConfig     = "STARPU_CONFIG"      // configuration file path (Load)
 	EnvSched      = "STARPU_SCHED"       // scheduling policy name
 	EnvNCPU       = "STARPU_NCPU"        // CPU workers: integer >= 0, or -1
-	EnvPluginDir  = "STARPU_PLUGIN_DIR"  // plugin directory
+	EnvPluginDir  = "STARPU_PLUGIN_DIR"  // the one plugin directory, searched alone
+	EnvPluginPath = "STARPU_PLUGIN_PATH" // directories searched first, ':'-separated
 	EnvQueueDepth = "STARPU_QUEUE_DEPTH" // tasks handed to a worker ahead, 1..64
 	EnvSpinIters  = "STARPU_SPIN_ITERS"  // polls before sleeping, >= 0
 	EnvArenaSize  = "STARPU_ARENA_SIZE"  // arena size, see ParseSize
@@ -79,6 +80,19 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 			v = abs
 		}
 		n.PluginDir = v
+	}
+	if v, ok := lookup(EnvPluginPath); ok {
+		var dirs []string
+		for _, d := range filepath.SplitList(v) {
+			if d == "" {
+				continue
+			}
+			if abs, err := filepath.Abs(d); err == nil {
+				d = abs
+			}
+			dirs = append(dirs, d)
+		}
+		n.PluginPath = dedupeDirs(append(dirs, n.PluginPath...))
 	}
 	integer(EnvNCPU, &n.NCPU, -1, int(^uint(0)>>1), "an integer >= 0, or -1 for one worker per core")
 	integer(EnvQueueDepth, &n.QueueDepth, MinQueueDepth, MaxQueueDepth,

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -74,5 +75,29 @@ func TestPluginDirRelativeFromEnv(t *testing.T) {
 	want := filepath.Join(wd, "bin", "plugins")
 	if c.PluginDir != want {
 		t.Fatalf("PluginDir %q, want %q", c.PluginDir, want)
+	}
+}
+
+// STARPU_PLUGIN_PATH puts its directories, made absolute, before the
+// default search path; empty entries and repeats are dropped.
+func TestPluginPathFromEnv(t *testing.T) {
+	c := &Config{PluginPath: []string{"/usr/local/lib/starpu/plugins", "/b"}}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyEnv(env(map[string]string{EnvPluginPath: "/a::rel/plugins:/b/"})); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/a", filepath.Join(wd, "rel/plugins"), "/b", "/usr/local/lib/starpu/plugins"}
+	if !slices.Equal(c.PluginPath, want) {
+		t.Fatalf("PluginPath %q, want %q", c.PluginPath, want)
+	}
+	if got := c.PluginDirs(); !slices.Equal(got, want) {
+		t.Fatalf("PluginDirs() %q without a PluginDir, want the path %q", got, want)
+	}
+	c.PluginDir = "/only"
+	if got := c.PluginDirs(); !slices.Equal(got, []string{"/only"}) {
+		t.Fatalf("PluginDirs() %q with a PluginDir, want it alone", got)
 	}
 }

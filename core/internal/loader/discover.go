@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
@@ -19,6 +20,16 @@ type Candidate struct {
 	Kind base.Kind
 	// Name is the plugin's name within its kind, from the file name.
 	Name string
+	// Args are the process's arguments after its name: none for a plugin
+	// binary; the application's own for an application that hosts its
+	// kernels, whose main runs again up to core.Init and may read them.
+	Args []string
+	// Env holds variables set for this launch besides the inherited ones.
+	Env []string
+	// InheritEnv passes the core's whole environment instead of the
+	// allow-list: the application's own binary needs what its main reads
+	// before core.Init, as any run of it does.
+	InheritEnv bool
 }
 
 // Label is how the core names the plugin in logs and errors:
@@ -63,7 +74,7 @@ func Discover(dir string) ([]Candidate, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("plugin directory %s does not exist", dir)
+			return nil, fmt.Errorf("plugin directory %s does not exist: %w", dir, fs.ErrNotExist)
 		}
 		return nil, fmt.Errorf("plugin directory %s: %w", dir, err)
 	}
@@ -89,4 +100,69 @@ func Discover(dir string) ([]Candidate, error) {
 		out = append(out, byKind[k]...)
 	}
 	return out, nil
+}
+
+// Looked is one directory of a search path and what the search found there.
+type Looked struct {
+	Dir string
+	// Found is how many plugins the directory held; Note why none were
+	// taken from it when it could not be read ("does not exist", or the
+	// reason it was refused).
+	Found int
+	Note  string
+}
+
+// Search is where DiscoverPath looked, in order.
+type Search []Looked
+
+// String lists the directories with what each held: "A (3 plugins), B
+// (does not exist)".
+func (s Search) String() string {
+	parts := make([]string, 0, len(s))
+	for _, l := range s {
+		note := l.Note
+		if note == "" {
+			note = fmt.Sprintf("%d plugins", l.Found)
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", l.Dir, note))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// DiscoverPath lists the plugins along a search path, as a shell finds
+// commands along PATH: for each "<kind>-<name>", the first directory of
+// dirs that holds it wins. A directory that does not exist, cannot be
+// read or is unsafe (see Discover) is skipped: a search path names places
+// that may hold plugins, and one that is absent is no error. The Search
+// says what each directory gave, for messages.
+func DiscoverPath(dirs []string) ([]Candidate, Search) {
+	var search Search
+	seen := map[string]bool{}
+	byKind := make(map[base.Kind][]Candidate)
+	for _, dir := range dirs {
+		l := Looked{Dir: dir}
+		cs, err := Discover(dir)
+		switch {
+		case err == nil:
+		case errors.Is(err, fs.ErrNotExist):
+			l.Note = "does not exist"
+		default:
+			l.Note = strings.TrimPrefix(strings.TrimPrefix(err.Error(), "plugin directory "+dir), ": ")
+		}
+		for _, c := range cs {
+			if !seen[c.Label()] {
+				seen[c.Label()] = true
+				byKind[c.Kind] = append(byKind[c.Kind], c)
+			}
+		}
+		l.Found = len(cs)
+		search = append(search, l)
+	}
+	var out []Candidate
+	for _, k := range Kinds {
+		cs := byKind[k]
+		slices.SortFunc(cs, func(a, b Candidate) int { return strings.Compare(a.Name, b.Name) })
+		out = append(out, cs...)
+	}
+	return out, search
 }

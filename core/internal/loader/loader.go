@@ -87,9 +87,10 @@ type Plugin struct {
 // input on /dev/null; and an environment made of the core's variables on
 // the allow-list (passEnv, passEnvPrefixes: PATH, HOME, TMPDIR, the
 // locale, STARPU_*, OPENBLAS_*, OMP_*, POCL_*, OCL_*, CUDA_*,
-// LD_LIBRARY_PATH, the Go runtime's), OPENBLAS_NUM_THREADS=1 (a worker is
-// one thread; BLAS libraries must not start their own), the core's log
-// level (base.EnvLogLevel) and go-plugin's variables. The gRPC connection
+// LD_LIBRARY_PATH, the Go runtime's; the whole environment when
+// c.InheritEnv), OPENBLAS_NUM_THREADS=1 (a worker is one thread; BLAS
+// libraries must not start their own), the core's log level
+// (base.EnvLogLevel), c.Env and go-plugin's variables. The gRPC connection
 // is authenticated both ways by go-plugin's AutoMTLS (certificates made
 // for this launch), over a unix socket in a directory private to this
 // launch (mode 0700), which is removed when the process exits or is
@@ -151,10 +152,14 @@ func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
 		return nil, fail("socket directory: %v", err)
 	}
 	p := &Plugin{Candidate: c, sockDir: sockDir, logger: named}
-	env := append(pluginEnv(os.Environ()),
+	inherited := pluginEnv(os.Environ())
+	if c.InheritEnv {
+		inherited = os.Environ()
+	}
+	env := slices.Concat(inherited, []string{
 		"OPENBLAS_NUM_THREADS=1",
-		base.EnvLogLevel+"="+logLevel(logger),
-	)
+		base.EnvLogLevel + "=" + logLevel(logger),
+	}, c.Env)
 	if opt.Heartbeat != 0 {
 		env = append(env, base.EnvHeartbeat+"="+strconv.FormatUint(opt.Heartbeat, 10))
 	}
@@ -163,7 +168,7 @@ func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
 		HandshakeConfig:  base.Handshake,
 		VersionedPlugins: pluginSets(c.Label()),
 		RunnerFunc: func(l hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
-			cmd := exec.Command(c.Path)
+			cmd := exec.Command(c.Path, c.Args...)
 			// spec.Env holds go-plugin's variables (cookie, protocol
 			// versions, client certificate, socket directory): they come
 			// last, and the last of duplicates wins.

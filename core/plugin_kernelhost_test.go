@@ -1,0 +1,171 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
+)
+
+// hostedKernels are the kernels this test binary hosts when the runtime
+// starts it again as its CPU driver.
+func hostedKernels() []kernel.Kernel {
+	return []kernel.Kernel{
+		{Name: "host_clamp", Func: func(ctx *kernel.Context) error {
+			var lo, hi float32
+			if err := ctx.Unpack(&lo, &hi); err != nil {
+				return err
+			}
+			x := ctx.Buffers[0].Float32s()[:ctx.Buffers[0].NX]
+			for i, v := range x {
+				x[i] = min(max(v, lo), hi)
+			}
+			return nil
+		}},
+		// host_pid writes the hosting process's pid, to tell where it ran.
+		{Name: "host_pid", Func: func(ctx *kernel.Context) error {
+			ctx.Buffers[0].Int64s()[0] = int64(os.Getpid())
+			return nil
+		}},
+		// host_exit kills its host, as a crashing user kernel would.
+		{Name: "host_exit", Func: func(*kernel.Context) error {
+			os.Exit(7)
+			return nil
+		}},
+		{Name: "host_fail", Func: func(*kernel.Context) error {
+			return errors.New("user kernel says no")
+		}},
+	}
+}
+
+// schedOnlyDir is a plugin directory with a scheduler and no driver-cpu:
+// only the application itself can run CPU kernels there.
+func schedOnlyDir(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "plugins")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(pluginDir, "sched-ws"), filepath.Join(dir, "sched-ws")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestKernelsInTheApplication: with Options.Kernels, the test binary itself
+// is the CPU driver: a kernel of this package runs on a vector, in another
+// process, with typed arguments; its error reaches Wait; its crash costs a
+// task and a restart, not the application.
+func TestKernelsInTheApplication(t *testing.T) {
+	cfg := testConfig(schedOnlyDir(t))
+	cfg.PluginRestarts = 2 // the crashing task is retried once on the restarted host
+	rt, err := core.Init(context.Background(), core.Options{Config: cfg, Kernels: hostedKernels()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Shutdown()
+	cl := func(k string, modes ...core.Mode) *core.Codelet {
+		return &core.Codelet{Name: k, Kernels: map[driver.Arch]string{driver.CPU: k}, Modes: modes}
+	}
+
+	x := []float32{-5, -0.5, 0, 0.5, 5}
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Insert(cl("host_clamp", core.RW), core.Data(core.RW, h), core.Value(float32(-1), float32(1))); err != nil {
+		t.Fatal(err)
+	}
+	pid := []int64{0}
+	ph, err := core.RegisterVector(rt, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Insert(cl("host_pid", core.W), core.Data(core.W, ph)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*core.Handle{h, ph} {
+		if err := h.Unregister(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []float32{-1, -0.5, 0, 0.5, 1}; fmt.Sprint(x) != fmt.Sprint(want) {
+		t.Fatalf("clamped %v, want %v", x, want)
+	}
+	if pid[0] == 0 || pid[0] == int64(os.Getpid()) {
+		t.Fatalf("kernel ran in pid %d; the application is %d: want another process", pid[0], os.Getpid())
+	}
+
+	fail := &core.Task{Codelet: cl("host_fail")}
+	if err := rt.Submit(fail); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Wait(fail); err == nil || !strings.Contains(err.Error(), "user kernel says no") {
+		t.Fatalf("Wait on a failing user kernel: %v", err)
+	}
+
+	crash := &core.Task{Codelet: cl("host_exit")}
+	if err := rt.Submit(crash); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Wait(crash); !errors.Is(err, core.ErrPluginCrashed) {
+		t.Fatalf("Wait on a kernel that kills its host: %v, want ErrPluginCrashed", err)
+	}
+	// The driver restarts as this binary again and runs the next task.
+	after := []float32{9}
+	ah, err := core.RegisterVector(rt, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &core.Task{Codelet: cl("host_clamp", core.RW), Handles: []*core.Handle{ah}, Synchronous: true}
+	if task.Arg, err = kernel.Pack(float32(0), float32(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Submit(task); err != nil {
+		t.Fatalf("task after the host's restart: %v", err)
+	}
+	if err := ah.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if after[0] != 2 {
+		t.Fatalf("after restart: clamp(9) = %v, want 2", after[0])
+	}
+}
+
+// TestKernelsRefused: kernel lists the runtime cannot host are Init errors
+// that say what is wrong.
+func TestKernelsRefused(t *testing.T) {
+	nop := func(*kernel.Context) error { return nil }
+	tests := []struct {
+		name    string
+		opt     core.Options
+		wantErr string
+	}{
+		{"twice", core.Options{Kernels: []kernel.Kernel{{Name: "a", Func: nop}, {Name: "b", Func: nop}, {Name: "a", Func: nop}}}, `kernel "a" is given twice (Options.Kernels[0] and [2])`},
+		{"no name", core.Options{Kernels: []kernel.Kernel{{Func: nop}}}, "Options.Kernels[0] has no name"},
+		{"no func", core.Options{Kernels: []kernel.Kernel{{Name: "f"}}}, `kernel "f" (Options.Kernels[0]) has no function`},
+		{"with in-process drivers", core.Options{Kernels: []kernel.Kernel{{Name: "f", Func: nop}}, Drivers: []core.DriverFactory{nil}}, "Options.Kernels and Options.Drivers cannot be used together"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opt.Config = testConfig(pluginDir)
+			rt, err := core.Init(context.Background(), tc.opt)
+			if err == nil {
+				rt.Shutdown()
+				t.Fatal("Init accepted it")
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Init: %v\nwant it to contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
