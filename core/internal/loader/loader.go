@@ -270,6 +270,10 @@ func startFailure(err error, r *procRunner, timeout time.Duration, stderr *tailW
 	switch {
 	case r == nil || r.pid == 0:
 		what = "cannot start it: " + msg
+	case strings.HasPrefix(msg, "incompatible API version with plugin"):
+		// go-plugin's "Plugin version: N, Client versions: [M]".
+		what = fmt.Sprintf("refused: it speaks another plugin API version than this runtime (%d): it comes from another release; rebuild it against this one, or install a matching release (make install). go-plugin says: %s",
+			base.APIVersion, firstLine(msg))
 	case strings.Contains(msg, "timeout while waiting for plugin to start"):
 		what = fmt.Sprintf("not a starpu plugin: no go-plugin handshake within %s", timeout)
 	case strings.HasPrefix(msg, unrecognized) && firstLine(msg[len(unrecognized):]) != "":

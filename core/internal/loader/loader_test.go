@@ -363,3 +363,20 @@ func TestPluginWatchdog(t *testing.T) {
 	waitGone(t, pid, "its parent was killed (watchdog)")
 	t.Logf("plugin gone %s after its parent", time.Since(start).Round(time.Millisecond))
 }
+
+// A plugin built against another plugin API version is refused at the
+// handshake with an error that says so and what to do.
+func TestLaunchOtherAPIVersion(t *testing.T) {
+	a := newArena(t)
+	c := Candidate{Path: filepath.Join(binDir, "sched-oldapi"), Kind: base.KindScheduler, Name: "oldapi"}
+	p, err := Launch(context.Background(), c, Options{Arena: a})
+	if err == nil {
+		p.Kill()
+		t.Fatal("Launch accepted a plugin of another API version")
+	}
+	for _, want := range []string{"sched-oldapi", "another plugin API version", fmt.Sprintf("Plugin version: %d", base.APIVersion+1), "rebuild it"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}

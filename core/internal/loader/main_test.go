@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	}
 	start := time.Now()
 	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"./testdata/plugins/driver-fake", "./testdata/plugins/sched-fake", "./testdata/plugins/iface-fake")
+		"./testdata/plugins/driver-fake", "./testdata/plugins/sched-fake", "./testdata/plugins/iface-fake", "./testdata/plugins/sched-oldapi")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the test plugins:", err)
