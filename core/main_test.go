@@ -24,6 +24,9 @@ var modelDir, brokenDir string
 func TestMain(m *testing.M) {
 	// When the runtime starts this test binary again as its own CPU
 	// driver (plugin_kernelhost_test.go), it serves these and exits.
+	if os.Getenv("CORE_TEST_NOISY_HOST") != "" && os.Getenv(core.EnvKernelHost) != "" {
+		fmt.Println("a line before HostKernels") // what an application must not do
+	}
 	core.HostKernels(hostedKernels()...)
 	if os.Getenv("CORE_TEST_CHILD") != "" {
 		os.Exit(childRuntime())

@@ -128,3 +128,12 @@ func useKernelHost(opt Options, cands map[string]loader.Candidate) error {
 	cands["driver-cpu"] = c
 	return nil
 }
+
+// kernelHostHint adds to a failed start of the application as its CPU
+// driver what such a start needs, which the loader cannot know.
+func kernelHostHint(c loader.Candidate, err error) error {
+	if !c.InheritEnv {
+		return err
+	}
+	return fmt.Errorf("%w\n(Options.Kernels: this program was started again to host its kernels; it must reach core.Init, or core.HostKernels, before printing anything to standard output: a test binary calls core.HostKernels first thing in TestMain)", err)
+}

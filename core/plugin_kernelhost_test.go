@@ -169,3 +169,19 @@ func TestKernelsRefused(t *testing.T) {
 		})
 	}
 }
+
+// An application that prints before hosting its kernels breaks the
+// handshake: Init fails saying what such a program must do.
+func TestKernelsNoisyHost(t *testing.T) {
+	t.Setenv("CORE_TEST_NOISY_HOST", "1") // read by TestMain in the child
+	rt, err := core.Init(context.Background(), core.Options{Config: testConfig(schedOnlyDir(t)), Kernels: hostedKernels()})
+	if err == nil {
+		rt.Shutdown()
+		t.Fatal("Init succeeded with a host that printed before its handshake")
+	}
+	for _, want := range []string{"a line before HostKernels", "before printing anything to standard output", "TestMain"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Init: %v\nwant it to contain %q", err, want)
+		}
+	}
+}

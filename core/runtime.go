@@ -331,7 +331,7 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 				p.Kill()
 			}
 			if n == "cpu" {
-				return err
+				return kernelHostHint(cands["driver-cpu"], err)
 			}
 			// A device driver that cannot start (no OpenCL library, say)
 			// costs its devices, not the runtime.
