@@ -112,6 +112,9 @@ type SchedContext struct {
 	pending atomic.Int64
 	idleMu  sync.Mutex
 	idle    *sync.Cond
+	// nWaiters counts the WaitForNSubmitted calls asleep on idle, which
+	// need a broadcast at every completion, not only the last.
+	nWaiters atomic.Int32
 
 	acksMu sync.Mutex
 	acks   map[uint64]*ackWait
@@ -537,8 +540,29 @@ func (c *SchedContext) WaitForAll() error {
 	return nil
 }
 
+// WaitForNSubmitted blocks until at most n of the tasks submitted to the
+// context have not completed (StarPU's
+// starpu_task_wait_for_n_submitted_in_ctx). From a callback it returns
+// ErrDeadlock.
+func (c *SchedContext) WaitForNSubmitted(n int) error {
+	if n < 0 {
+		return fmt.Errorf("%w: wait for %d submitted tasks in %s", ErrInvalidTask, n, c)
+	}
+	if err := c.rt.mayBlock("SchedContext.WaitForNSubmitted"); err != nil {
+		return err
+	}
+	c.idleMu.Lock()
+	c.nWaiters.Add(1)
+	for c.pending.Load() > int64(n) {
+		c.idle.Wait()
+	}
+	c.nWaiters.Add(-1)
+	c.idleMu.Unlock()
+	return nil
+}
+
 func (c *SchedContext) taskFinished() {
-	if c.pending.Add(-1) == 0 {
+	if c.pending.Add(-1) == 0 || c.nWaiters.Load() > 0 {
 		c.idleMu.Lock()
 		c.idle.Broadcast()
 		c.idleMu.Unlock()

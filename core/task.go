@@ -388,6 +388,7 @@ func (rt *Runtime) Submit(t *Task) error {
 	if t == nil {
 		return fmt.Errorf("%w: Submit(nil)", ErrInvalidTask)
 	}
+	rt.throttleSubmit()
 	if t.Synchronous {
 		if err := rt.mayBlock("synchronous Submit"); err != nil {
 			return err

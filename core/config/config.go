@@ -102,6 +102,15 @@ type Config struct {
 	// models until they are calibrated, 1 keeps calibrating, 2 drops the
 	// stored models and starts again.
 	Calibrate int
+	// LimitMaxSubmitted, when > 0, bounds the tasks submitted and not yet
+	// completed (StarPU's STARPU_LIMIT_MAX_SUBMITTED_TASKS): a Submit
+	// that finds that many waits until no more than LimitMinSubmitted are
+	// left (STARPU_LIMIT_MIN_SUBMITTED_TASKS; default 9/10 of the
+	// maximum), so that an application submitting a large graph holds a
+	// bounded number of tasks in memory. Submits from a callback are
+	// never held: that would stop the completions they wait for.
+	LimitMaxSubmitted int
+	LimitMinSubmitted int
 	// PluginRestarts is how many times, in the life of a runtime, a driver
 	// or scheduler plugin whose process dies is started again (with a
 	// backoff): a driver's workers come back and the tasks that can be
@@ -243,6 +252,16 @@ func dedupeDirs(dirs []string) []string {
 	return out
 }
 
+// SubmitLimits are the bounds of the submission throttle: max 0 means
+// none; min is LimitMinSubmitted, or 9/10 of max when unset.
+func (c *Config) SubmitLimits() (max, min int) {
+	max, min = c.LimitMaxSubmitted, c.LimitMinSubmitted
+	if max > 0 && min == 0 {
+		min = max * 9 / 10
+	}
+	return max, min
+}
+
 // PluginDirs are the directories plugins are taken from: PluginDir alone
 // when it is set, else PluginPath.
 func (c *Config) PluginDirs() []string {
@@ -316,6 +335,16 @@ func (c *Config) Validate() error {
 	}
 	if !validLogLevel(c.LogLevel) {
 		errs = append(errs, fmt.Errorf("log_level: unknown level %q (want one of %s)", c.LogLevel, strings.Join(LogLevels, ", ")))
+	}
+	switch {
+	case c.LimitMaxSubmitted < 0:
+		errs = append(errs, fmt.Errorf("limit_max_submitted_tasks: %d is invalid (want >= 0; 0 = no limit)", c.LimitMaxSubmitted))
+	case c.LimitMinSubmitted < 0:
+		errs = append(errs, fmt.Errorf("limit_min_submitted_tasks: %d is invalid (want >= 0)", c.LimitMinSubmitted))
+	case c.LimitMinSubmitted > 0 && c.LimitMaxSubmitted == 0:
+		errs = append(errs, fmt.Errorf("limit_min_submitted_tasks: %d means nothing without limit_max_submitted_tasks", c.LimitMinSubmitted))
+	case c.LimitMinSubmitted >= c.LimitMaxSubmitted && c.LimitMaxSubmitted > 0:
+		errs = append(errs, fmt.Errorf("limit_min_submitted_tasks: %d is not below limit_max_submitted_tasks %d", c.LimitMinSubmitted, c.LimitMaxSubmitted))
 	}
 	if c.Calibrate < 0 || c.Calibrate > 2 {
 		errs = append(errs, fmt.Errorf("calibrate: %d is invalid (want 0, 1 or 2)", c.Calibrate))

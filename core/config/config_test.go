@@ -359,6 +359,10 @@ func TestValidate(t *testing.T) {
 		{"blank sched", func(c *Config) { c.Sched = "  " }, "sched"},
 		{"no plugin dir nor path", func(c *Config) { c.PluginDir, c.PluginPath = "", nil }, "plugin_dir"},
 		{"plugin path only", func(c *Config) { c.PluginDir, c.PluginPath = "", []string{"/x"} }, ""},
+		{"submission limits", func(c *Config) { c.LimitMaxSubmitted, c.LimitMinSubmitted = 10, 5 }, ""},
+		{"negative max submitted", func(c *Config) { c.LimitMaxSubmitted = -1 }, "limit_max_submitted_tasks: -1"},
+		{"min submitted alone", func(c *Config) { c.LimitMinSubmitted = 5 }, "means nothing without limit_max_submitted_tasks"},
+		{"min submitted not below max", func(c *Config) { c.LimitMaxSubmitted, c.LimitMinSubmitted = 5, 5 }, "is not below limit_max_submitted_tasks 5"},
 		{"ncpu -2", func(c *Config) { c.NCPU = -2 }, "ncpu"},
 		{"queue depth 0", func(c *Config) { c.QueueDepth = 0 }, "queue_depth"},
 		{"queue depth 65", func(c *Config) { c.QueueDepth = 65 }, "queue_depth"},
@@ -449,5 +453,20 @@ stael = true`, `"stael"`},
 				}
 			}
 		})
+	}
+}
+
+func TestSubmitLimits(t *testing.T) {
+	tests := []struct{ max, min, wantMax, wantMin int }{
+		{0, 0, 0, 0},
+		{100, 0, 100, 90},
+		{100, 10, 100, 10},
+		{1, 0, 1, 0},
+	}
+	for _, tc := range tests {
+		c := &Config{LimitMaxSubmitted: tc.max, LimitMinSubmitted: tc.min}
+		if max, min := c.SubmitLimits(); max != tc.wantMax || min != tc.wantMin {
+			t.Errorf("SubmitLimits(%d, %d) = %d, %d; want %d, %d", tc.max, tc.min, max, min, tc.wantMax, tc.wantMin)
+		}
 	}
 }

@@ -34,6 +34,7 @@ func TestApplyEnv(t *testing.T) {
 		{"plugin timeout seconds", map[string]string{EnvPluginTimeout: "2.5"}, func(c *Config) { c.PluginTimeout = 2500 * time.Millisecond }},
 		{"plugin timeout off", map[string]string{EnvPluginTimeout: "0"}, func(c *Config) { c.PluginTimeout = 0 }},
 		{"plugin restarts", map[string]string{EnvPluginRestarts: "0"}, func(c *Config) { c.PluginRestarts = 0 }},
+		{"submission limits", map[string]string{EnvLimitMaxSubmitted: "1000", EnvLimitMinSubmitted: "100"}, func(c *Config) { c.LimitMaxSubmitted, c.LimitMinSubmitted = 1000, 100 }},
 		{"watchdog", map[string]string{EnvWatchdogTimeout: "1500000", EnvWatchdogDelay: "20", EnvWatchdogCrash: "1"}, func(c *Config) {
 			c.WatchdogTimeout, c.WatchdogDelay, c.WatchdogCrash = 1500*time.Millisecond, 20*time.Microsecond, true
 		}},

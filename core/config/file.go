@@ -30,6 +30,8 @@ var fileSchema = &hcl.BodySchema{
 		{Name: "arena_size"},
 		{Name: "log_level"},
 		{Name: "calibrate"},
+		{Name: "limit_max_submitted_tasks"},
+		{Name: "limit_min_submitted_tasks"},
 		{Name: "model_dir"},
 		{Name: "plugin_timeout"},
 		{Name: "plugin_restarts"},
@@ -237,6 +239,10 @@ func (c *Config) decode(src []byte, filename, baseDir string) hcl.Diagnostics {
 			c.ArenaSize, d = sizeAttr(attr, val)
 		case "calibrate":
 			c.Calibrate, d = intAttr(attr, val, 0, 2, "0, 1 or 2")
+		case "limit_max_submitted_tasks":
+			c.LimitMaxSubmitted, d = intAttr(attr, val, 0, math.MaxInt32, "a number of tasks >= 0 (0: no limit)")
+		case "limit_min_submitted_tasks":
+			c.LimitMinSubmitted, d = intAttr(attr, val, 0, math.MaxInt32, "a number of tasks >= 0")
 		case "model_dir":
 			c.ModelDir, d = stringAttr(attr, val)
 		case "plugin_restarts":
