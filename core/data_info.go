@@ -408,3 +408,20 @@ func streamCopy(dst []byte, druns []wire.CopyRange, src []byte, sruns []wire.Cop
 		}
 	}
 }
+
+// HomeNode is the memory node of the handle's reference copy (StarPU's
+// starpu_data_get_home_node): 0, RAM, for data registered from
+// application memory or arena memory, which Unregister brings back there;
+// -1 for data with no home (RegisterNoHome, RegisterSame, RegisterVoid),
+// which exists only in the runtime's replicates. A partition's children
+// have their root's home.
+func (h *Handle) HomeNode() int {
+	root := h
+	for root.parent != nil {
+		root = root.parent
+	}
+	if root.x.noHome || root.layout.Interface == kernel.Void {
+		return -1
+	}
+	return 0
+}
