@@ -4,7 +4,7 @@
 # headers and pocl (a CPU OpenCL device) for the OpenCL driver. With --peers it also
 # installs StarPU 1.3 (Debian) for the side-by-side benchmarks.
 set -euo pipefail
-pkgs=(gcc libopenblas-dev liblapacke-dev ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo)
+pkgs=(gcc libopenblas-dev liblapacke-dev ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo libopenmpi-dev openmpi-bin)
 if [[ "${1:-}" == "--peers" ]]; then
   pkgs+=(starpu-examples starpu-tools libstarpu-dev)
 fi

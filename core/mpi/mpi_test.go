@@ -1,0 +1,786 @@
+package mpi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/core/config"
+	"github.com/starpu-go/starpu/core/mpi"
+	"github.com/starpu-go/starpu/core/mpi/internal/mpirun"
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/cpudriver"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/kernels"
+	"github.com/starpu-go/starpu/plugins/sched-ws/ws"
+)
+
+var (
+	scalF64  = &core.Codelet{Name: "scal", Kernels: map[driver.Arch]string{driver.CPU: blasarg.ScalF64}, Modes: []core.Mode{core.RW}}
+	axpyF64  = &core.Codelet{Name: "axpy", Kernels: map[driver.Arch]string{driver.CPU: blasarg.AxpyF64}, Modes: []core.Mode{core.R, core.RW}}
+	dotF64   = &core.Codelet{Name: "dot", Kernels: map[driver.Arch]string{driver.CPU: blasarg.DotF64}, Modes: []core.Mode{core.R, core.R, core.W}}
+	reduxVar = &core.Codelet{Name: "redux", Kernels: map[driver.Arch]string{driver.CPU: blasarg.Zero}, Modes: []core.Mode{core.Redux}}
+)
+
+func TestMain(m *testing.M) {
+	// Started by mpirun as a rank: run the body and exit.
+	mpirun.Main(map[string]func() error{
+		"pingpong":     rankPingPong,
+		"chain":        rankChain,
+		"tag twice":    rankTagTwice,
+		"unregistered": rankUnregistered,
+		"dies":         rankDies,
+		"early":        rankEarly,
+		"bench":        rankBench,
+	})
+	os.Exit(m.Run())
+}
+
+// TestRanks runs each body on real ranks under mpirun and checks how
+// every rank ended.
+func TestRanks(t *testing.T) {
+	if !mpi.Built() {
+		t.Skip("built without MPI (nompi tag)")
+	}
+	if err := mpirun.Available(); err != nil {
+		t.Skip(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// failsNaming expects the run to end, rank dead to report nothing or
+	// an error, and every other rank an error naming rank dead.
+	failsNaming := func(dead int, deadReports bool) func(t *testing.T, res *mpirun.Result) {
+		return func(t *testing.T, res *mpirun.Result) {
+			if res.TimedOut {
+				t.Fatalf("the run hung:\n%s", res.Output)
+			}
+			name := fmt.Sprintf("rank %d", dead)
+			for _, rr := range res.Ranks {
+				t.Logf("rank %d: reported %v: %s", rr.Rank, rr.Reported, rr.Err)
+				switch {
+				case rr.Rank == dead && !deadReports:
+					if rr.Reported {
+						t.Errorf("rank %d reported %q, it should have died first", rr.Rank, rr.Err)
+					}
+				case rr.Rank == dead:
+				case !rr.Reported:
+					t.Errorf("rank %d did not report: it should have stopped with an error naming %s", rr.Rank, name)
+				case !strings.Contains(rr.Err, name):
+					t.Errorf("rank %d reported %q, want an error naming %s", rr.Rank, rr.Err, name)
+				}
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", res.Output)
+			}
+		}
+	}
+	// statsPrinted expects success, and STARPU_MPI_STATS's lines from
+	// rank 0 about rank 1.
+	statsPrinted := func(t *testing.T, res *mpirun.Result) {
+		if err := res.Err(); err != nil {
+			t.Fatal(err)
+		}
+		out := res.Ranks[0].Output
+		for _, want := range []string{"[starpu_comm_stats][0] TOTAL:", "[starpu_comm_stats][0:1]\t"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("rank 0's output lacks %q:\n%s", want, out)
+			}
+		}
+	}
+	tests := []struct {
+		name  string
+		np    int
+		body  string
+		env   []string
+		check func(t *testing.T, res *mpirun.Result) // nil: every rank succeeds
+	}{
+		{name: "ping-pong 2 ranks", np: 2, body: "pingpong"},
+		{name: "ping-pong 4 ranks", np: 4, body: "pingpong"},
+		{name: "owner-computes chain 2 ranks", np: 2, body: "chain"},
+		{name: "owner-computes chain 4 ranks", np: 4, body: "chain"},
+		{name: "owner-computes chain without cache", np: 2, body: "chain", env: []string{"STARPU_MPI_CACHE=0"}},
+		{name: "STARPU_MPI_STATS", np: 2, body: "pingpong", env: []string{"STARPU_MPI_STATS=1"}, check: statsPrinted},
+		{name: "tag registered twice", np: 2, body: "tag twice"},
+		{name: "handle without owner", np: 4, body: "unregistered"},
+		{name: "rank dies 2 ranks", np: 2, body: "dies", check: failsNaming(1, false)},
+		{name: "rank dies 4 ranks", np: 4, body: "dies", check: failsNaming(1, false)},
+		{name: "rank shuts down early 2 ranks", np: 2, body: "early", check: failsNaming(1, true)},
+		{name: "rank shuts down early 4 ranks", np: 4, body: "early", check: failsNaming(1, true)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			res, err := mpirun.Run(context.Background(), mpirun.Job{NP: tc.np, Prog: exe, Args: []string{"-test.run=^$"}, Body: tc.body, Env: tc.env, Timeout: 90 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d ranks, %v", tc.np, time.Since(start).Round(time.Millisecond))
+			if tc.check != nil {
+				tc.check(t, res)
+				return
+			}
+			if err := res.Err(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// node is one rank's runtime and MPI layer.
+type node struct {
+	rt  *core.Runtime
+	c   *mpi.Comm
+	dir string
+}
+
+// start brings up a runtime with one in-process CPU worker, and MPI over
+// it.
+func start(opt mpi.Options) (*node, error) {
+	dir, err := os.MkdirTemp("", "starpu-mpi-test-")
+	if err != nil {
+		return nil, err
+	}
+	cfg := config.Default()
+	cfg.NCPU = 1
+	cfg.ArenaSize = 128 << 20
+	cfg.ModelDir = dir
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rt, err := core.Init(ctx, core.Options{
+		Config: cfg,
+		Drivers: []core.DriverFactory{func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+			return cpudriver.New(a, log, cpudriver.WithKernels(kernels.Library()...)), nil
+		}},
+		Scheduler: func(a *shm.Arena, log hclog.Logger) (sched.Scheduler, error) {
+			return sched.NewHost(a, ws.New(), base.Info{Name: "ws", Version: "test"}), nil
+		},
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	c, err := mpi.Init(ctx, rt, opt)
+	if err != nil {
+		rt.Shutdown()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &node{rt: rt, c: c, dir: dir}, nil
+}
+
+// stop shuts MPI and the runtime down; err is the body's error, which
+// comes first.
+func (n *node) stop(err error) error {
+	if err != nil {
+		// Reported at once: when a rank died, mpirun may kill this one
+		// during Shutdown.
+		mpirun.Report(err)
+	}
+	errs := []error{err}
+	if serr := n.c.Shutdown(); serr != nil {
+		errs = append(errs, fmt.Errorf("shutdown: %w", serr))
+	}
+	if serr := n.rt.Shutdown(); serr != nil {
+		errs = append(errs, fmt.Errorf("runtime shutdown: %w", serr))
+	}
+	os.RemoveAll(n.dir)
+	return errors.Join(errs...)
+}
+
+func run(opt mpi.Options, body func(n *node) error) error {
+	n, err := start(opt)
+	if err != nil {
+		return err
+	}
+	return n.stop(body(n))
+}
+
+func eq(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+// rankPingPong: a vector goes around the ranks, each adding its rank
+// (a scal then an axpy task), and a strided matrix goes from rank 0 to
+// every other rank and back, through each form of the transfers.
+func rankPingPong() error {
+	return run(mpi.Options{}, func(n *node) error {
+		c, rt := n.c, n.rt
+		me, np := c.Rank(), c.Size()
+		const len = 1000
+		x := make([]float64, len)
+		one := make([]float64, len)
+		for i := range x {
+			one[i] = 1
+			if me == 0 {
+				x[i] = float64(i)
+			}
+		}
+		hx, err := core.RegisterVector(rt, x)
+		if err != nil {
+			return err
+		}
+		hone, err := core.RegisterVector(rt, one)
+		if err != nil {
+			return err
+		}
+		// Around the ring: rank r receives from r-1, doubles, adds r, sends
+		// to r+1; rank 0 starts and ends it.
+		next, prev := (me+1)%np, (me+np-1)%np
+		if me == 0 {
+			if err := c.Send(hx, next, 1); err != nil {
+				return err
+			}
+			if err := c.Recv(hx, prev, 1); err != nil {
+				return err
+			}
+			if err := hx.Acquire(core.R); err != nil {
+				return err
+			}
+			for i, v := range x {
+				want := float64(i)
+				for r := 1; r < np; r++ {
+					want = 2*want + float64(r)
+				}
+				if !eq(v, want) {
+					hx.Release()
+					return fmt.Errorf("ring: x[%d] = %v, want %v", i, v, want)
+				}
+			}
+			hx.Release()
+		} else {
+			// Detached receive with a callback, tasks on the data, and a
+			// waited-for Isend.
+			got := make(chan error, 1)
+			if err := c.IrecvDetached(hx, prev, 1, func(err error) { got <- err }); err != nil {
+				return err
+			}
+			if _, err := rt.Insert(scalF64, core.Data(core.RW, hx), core.ClArgs(blasarg.ScalArg{Alpha: 2}.Encode())); err != nil {
+				return err
+			}
+			if _, err := rt.Insert(axpyF64, core.Data(core.R, hone), core.Data(core.RW, hx), core.ClArgs(blasarg.AxpyArg{Alpha: float64(me)}.Encode())); err != nil {
+				return err
+			}
+			r, err := c.Isend(hx, next, 1)
+			if err != nil {
+				return err
+			}
+			if err := r.Wait(); err != nil {
+				return err
+			}
+			if done, err := r.Test(); !done || err != nil {
+				return fmt.Errorf("Test after Wait: %v, %v", done, err)
+			}
+			if err := <-got; err != nil {
+				return fmt.Errorf("receive callback: %w", err)
+			}
+		}
+
+		// A 5x3 matrix with leading dimension 8 in arena memory: only its
+		// elements travel, the gaps keep their own values on each rank.
+		m, err := core.Malloc[float64](rt, 8*3)
+		if err != nil {
+			return err
+		}
+		for i := range m {
+			m[i] = -1
+		}
+		if me == 0 {
+			for j := 0; j < 3; j++ {
+				for i := 0; i < 5; i++ {
+					m[i+8*j] = float64(10*j + i)
+				}
+			}
+		}
+		hm, err := core.RegisterMatrix(rt, m, 8, 5, 3)
+		if err != nil {
+			return err
+		}
+		if me == 0 {
+			for r := 1; r < np; r++ {
+				if err := c.Send(hm, r, 2); err != nil {
+					return err
+				}
+			}
+			for r := 1; r < np; r++ {
+				if err := c.Recv(hm, r, 3); err != nil {
+					return err
+				}
+			}
+		} else {
+			if err := c.Recv(hm, 0, 2); err != nil {
+				return err
+			}
+			if err := hm.Acquire(core.RW); err != nil {
+				return err
+			}
+			for j := 0; j < 3; j++ {
+				for i := 0; i < 8; i++ {
+					want := float64(10*j + i)
+					if i >= 5 {
+						want = -1
+					}
+					if m[i+8*j] != want {
+						hm.Release()
+						return fmt.Errorf("matrix (%d, %d) = %v, want %v", i, j, m[i+8*j], want)
+					}
+					if i < 5 {
+						m[i+8*j]++
+					}
+				}
+			}
+			hm.Release()
+			if err := c.Send(hm, 0, 3); err != nil {
+				return err
+			}
+		}
+		if me == 0 {
+			if err := hm.Acquire(core.R); err != nil {
+				return err
+			}
+			for j := 0; j < 3; j++ {
+				for i := 0; i < 5; i++ {
+					if want := float64(10*j+i) + 1; m[i+8*j] != want {
+						hm.Release()
+						return fmt.Errorf("matrix back: (%d, %d) = %v, want %v", i, j, m[i+8*j], want)
+					}
+				}
+			}
+			hm.Release()
+		}
+		if err := c.WaitForAll(); err != nil {
+			return err
+		}
+		// Statistics: rank 0 sent the vector and the matrix to rank 1
+		// (and the matrix to the others).
+		st := c.Stats()
+		if me == 0 && (st[1].SentMsgs != 2 || st[1].SentBytes != 8*len+8*15) {
+			return fmt.Errorf("stats to rank 1: %+v, want 2 messages of %d bytes in all", st[1], 8*len+8*15)
+		}
+		if err := hm.Unregister(); err != nil {
+			return err
+		}
+		return core.Free(rt, m)
+	})
+}
+
+// rankChain: K vectors owned round-robin; a chain of axpy tasks through
+// Insert, an InsertOn override, reads that hit the cache, a flush; the
+// results are gathered on rank 0 and checked against the same
+// computation made locally; the message counts show the cache.
+func rankChain() error {
+	return run(mpi.Options{}, func(n *node) error {
+		c, rt := n.c, n.rt
+		me, np := c.Rank(), c.Size()
+		const K, L = 8, 64
+		init := func(k, i int) float64 { return float64(k) + float64(i)/100 }
+		xs := make([][]float64, K)
+		hs := make([]*core.Handle, K)
+		ref := make([][]float64, K)
+		for k := range xs {
+			xs[k], ref[k] = make([]float64, L), make([]float64, L)
+			for i := range ref[k] {
+				ref[k][i] = init(k, i)
+				if k%np == me {
+					xs[k][i] = init(k, i)
+				}
+			}
+			var err error
+			if k%np == me || k%2 == 0 {
+				hs[k], err = core.RegisterVector(rt, xs[k])
+			} else {
+				// Others' data without Go memory behind it.
+				hs[k], err = rt.RegisterNoHome(kernel.Layout{Interface: kernel.Vector, ElemSize: 8, NX: L})
+			}
+			if err != nil {
+				return err
+			}
+			if err := c.Register(hs[k], int64(100+k), k%np); err != nil {
+				return err
+			}
+		}
+		axpy := func(a float64, x, y int) error {
+			_, err := c.Insert(axpyF64, core.Data(core.R, hs[x]), core.Data(core.RW, hs[y]), core.ClArgs(blasarg.AxpyArg{Alpha: a}.Encode()))
+			for i := range ref[y] {
+				ref[y][i] += a * ref[x][i]
+			}
+			return err
+		}
+		for k := 1; k < K; k++ {
+			if err := axpy(0.5, k-1, k); err != nil {
+				return err
+			}
+		}
+		// x0 scaled on the last rank: it goes there and back.
+		t, err := c.InsertOn(np-1, scalF64, core.Data(core.RW, hs[0]), core.ClArgs(blasarg.ScalArg{Alpha: 3}.Encode()))
+		if err != nil {
+			return err
+		}
+		if (t != nil) != (me == np-1) {
+			return fmt.Errorf("InsertOn(%d) returned task %v on rank %d", np-1, t, me)
+		}
+		for i := range ref[0] {
+			ref[0][i] *= 3
+		}
+		// dot = x2.x3 into a variable of rank 0, computed on the last
+		// rank (write-only there: nothing to receive first, the result
+		// goes back).
+		var dot float64
+		hd, err := core.RegisterVariable(rt, &dot)
+		if err != nil {
+			return err
+		}
+		if err := c.Register(hd, 99, 0); err != nil {
+			return err
+		}
+		if _, err := c.InsertOn(np-1, dotF64, core.Data(core.R, hs[2]), core.Data(core.R, hs[3]), core.Data(core.W, hd)); err != nil {
+			return err
+		}
+		wantDot := 0.0
+		for i := range ref[2] {
+			wantDot += ref[2][i] * ref[3][i]
+		}
+		// x4 scaled where x5 lives.
+		if _, err := c.InsertOnData(hs[5], scalF64, core.Data(core.RW, hs[4]), core.ClArgs(blasarg.ScalArg{Alpha: 2}.Encode())); err != nil {
+			return err
+		}
+		for i := range ref[4] {
+			ref[4][i] *= 2
+		}
+		// REDUX is refused on every rank, and nothing is sent for it.
+		if _, err := c.Insert(reduxVar, core.Data(core.Redux, hd)); !errors.Is(err, errors.ErrUnsupported) {
+			return fmt.Errorf("Insert with REDUX: %v, want ErrUnsupported", err)
+		}
+		if err := c.WaitForAll(); err != nil {
+			return err
+		}
+		if me == 0 {
+			if err := hd.Acquire(core.R); err != nil {
+				return err
+			}
+			got := dot
+			hd.Release()
+			if !eq(got, wantDot) {
+				return fmt.Errorf("dot computed on rank %d = %v, want %v", np-1, got, wantDot)
+			}
+		}
+		before := c.Stats()
+		// Twice x1 += x0 on rank 1: x0 goes to rank 1 once (twice
+		// without the cache).
+		for range 2 {
+			if err := axpy(1, 0, 1); err != nil {
+				return err
+			}
+		}
+		if err := c.WaitForAll(); err != nil {
+			return err
+		}
+		mid := c.Stats()
+		want := int64(1)
+		if os.Getenv("STARPU_MPI_CACHE") == "0" {
+			want = 2
+		}
+		if me == 0 {
+			if d := mid[1].SentMsgs - before[1].SentMsgs; d != want {
+				return fmt.Errorf("two reads of x0 on rank 1 sent it %d times, want %d", d, want)
+			}
+		}
+		// After a flush, it goes again.
+		c.FlushAll()
+		if err := axpy(1, 0, 1); err != nil {
+			return err
+		}
+		if err := c.WaitForAll(); err != nil {
+			return err
+		}
+		if me == 0 {
+			if d := c.Stats()[1].SentMsgs - mid[1].SentMsgs; d != 1 {
+				return fmt.Errorf("a read of x0 on rank 1 after FlushAll sent it %d times, want once", d)
+			}
+		}
+		// Gather on rank 0 and check.
+		for k := range hs {
+			if err := c.GetDataOnNode(hs[k], 0); err != nil {
+				return err
+			}
+		}
+		if err := c.WaitForAll(); err != nil {
+			return err
+		}
+		if err := c.Unregister(hd); err != nil {
+			return err
+		}
+		for k, h := range hs {
+			if me != 0 {
+				if err := c.Unregister(h); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := h.Acquire(core.R); err != nil {
+				return err
+			}
+			got := xs[k]
+			if h.LocalPointer() != nil && k%np != 0 && k%2 == 1 {
+				got = (*[L]float64)(h.LocalPointer())[:]
+			}
+			for i := range got {
+				if !eq(got[i], ref[k][i]) {
+					h.Release()
+					return fmt.Errorf("x%d[%d] = %v, want %v", k, i, got[i], ref[k][i])
+				}
+			}
+			h.Release()
+			if err := c.Unregister(h); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// rankTagTwice: a tag registered twice is refused on every rank, as are
+// a handle registered twice and owners and tags out of range.
+func rankTagTwice() error {
+	return run(mpi.Options{}, func(n *node) error {
+		c, rt := n.c, n.rt
+		var a, b float64
+		ha, _ := core.RegisterVariable(rt, &a)
+		hb, _ := core.RegisterVariable(rt, &b)
+		if err := c.Register(ha, 7, 0); err != nil {
+			return err
+		}
+		bad := []struct {
+			what string
+			err  error
+			want string
+		}{
+			{"tag 7 again", c.Register(hb, 7, 1), "already registered"},
+			{"handle again", c.Register(ha, 8, 0), "already registered with tag 7"},
+			{"owner out of range", c.Register(hb, 9, c.Size()), "out of range"},
+			{"negative tag", c.Register(hb, -1, 0), "out of range"},
+			{"tag above the maximum", c.Register(hb, c.TagMax()+1, 0), "out of range"},
+		}
+		for _, tc := range bad {
+			if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+				return fmt.Errorf("%s: %v, want an error saying %q", tc.what, tc.err, tc.want)
+			}
+		}
+		if err := c.Register(hb, 7, 1); !errors.Is(err, mpi.ErrTagInUse) {
+			return fmt.Errorf("tag 7 again: %v is not ErrTagInUse", err)
+		}
+		if owner, ok := c.Owner(ha); !ok || owner != 0 {
+			return fmt.Errorf("Owner: %d, %v", owner, ok)
+		}
+		if tag, ok := c.Tag(ha); !ok || tag != 7 {
+			return fmt.Errorf("Tag: %d, %v", tag, ok)
+		}
+		// Once unregistered, the tag is free again.
+		if err := c.Unregister(ha); err != nil {
+			return err
+		}
+		return c.Register(hb, 7, 1)
+	})
+}
+
+// rankUnregistered: a handle with no owner used in Insert is an error on
+// every rank, and nothing hangs after it.
+func rankUnregistered() error {
+	return run(mpi.Options{}, func(n *node) error {
+		c, rt := n.c, n.rt
+		x, y := make([]float64, 4), make([]float64, 4)
+		hx, _ := core.RegisterVector(rt, x)
+		hy, _ := core.RegisterVector(rt, y)
+		if err := c.Register(hy, 1, c.Size()-1); err != nil {
+			return err
+		}
+		_, err := c.Insert(axpyF64, core.Data(core.R, hx), core.Data(core.RW, hy), core.ClArgs(blasarg.AxpyArg{Alpha: 1}.Encode()))
+		if !errors.Is(err, mpi.ErrNotRegistered) || !strings.Contains(err.Error(), "has no owner rank") {
+			return fmt.Errorf("Insert with an unregistered handle: %v, want ErrNotRegistered", err)
+		}
+		return c.WaitForAll()
+	})
+}
+
+// rankDies: rank 1 exits without a word while rank 0 waits for data
+// from it and the others wait for every rank.
+func rankDies() error {
+	n, err := start(mpi.Options{})
+	if err != nil {
+		return err
+	}
+	c := n.c
+	var v float64
+	h, _ := core.RegisterVariable(n.rt, &v)
+	switch c.Rank() {
+	case 1:
+		time.Sleep(200 * time.Millisecond)
+		os.Exit(3)
+	case 0:
+		err = c.Recv(h, 1, 5)
+	default:
+		err = c.Barrier()
+	}
+	if err == nil {
+		err = errors.New("the wait ended without an error")
+	}
+	return n.stop(err)
+}
+
+// rankEarly: rank 1 shuts down at once, while rank 0 waits for data
+// from it and the others wait for every rank.
+func rankEarly() error {
+	n, err := start(mpi.Options{})
+	if err != nil {
+		return err
+	}
+	c := n.c
+	var v float64
+	h, _ := core.RegisterVariable(n.rt, &v)
+	switch c.Rank() {
+	case 1:
+		return n.stop(nil)
+	case 0:
+		err = c.Recv(h, 1, 5)
+	default:
+		err = c.Barrier()
+	}
+	if err == nil {
+		err = errors.New("the wait ended without an error")
+	}
+	return n.stop(err)
+}
+
+// TestBenchPingPong measures the ping-pong of a handle through the runtime
+// (Send and Recv of arena data, each ordered with the tasks), against
+// which mpib's TestBenchPingPong is the raw reference; it runs with
+// STARPU_MPI_BENCH=1 only.
+func TestBenchPingPong(t *testing.T) {
+	if os.Getenv("STARPU_MPI_BENCH") != "1" {
+		t.Skip("set STARPU_MPI_BENCH=1 to measure")
+	}
+	if !mpi.Built() {
+		t.Skip("built without MPI (nompi tag)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := mpirun.Run(context.Background(), mpirun.Job{NP: 2, Prog: exe, Args: []string{"-test.run=^$"}, Body: "bench", Timeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + res.Ranks[0].Output + "\n" + res.Ranks[1].Output)
+}
+
+// rankBench: ping-pong of a vector handle of 8 bytes and of 4 MiB in
+// arena memory between ranks 0 and 1; rank 0 prints the one-way time and
+// bandwidth (median of 5 runs).
+func rankBench() error {
+	spin, _ := strconv.Atoi(os.Getenv("STARPU_MPI_BENCH_SPIN"))
+	return run(mpi.Options{SpinPolls: spin}, func(n *node) error {
+		c, rt := n.c, n.rt
+		me, peer := c.Rank(), 1-c.Rank()
+		for _, tc := range []struct{ size, iters int }{{8, 2000}, {4 << 20, 40}} {
+			v, err := core.Malloc[byte](rt, tc.size)
+			if err != nil {
+				return err
+			}
+			h, err := core.RegisterVector(rt, v)
+			if err != nil {
+				return err
+			}
+			var runs []time.Duration
+			for range 5 {
+				if err := c.Barrier(); err != nil {
+					return err
+				}
+				start := time.Now()
+				for range tc.iters {
+					if me == 0 {
+						if err := c.Send(h, peer, 1); err != nil {
+							return err
+						}
+						if err := c.Recv(h, peer, 1); err != nil {
+							return err
+						}
+					} else {
+						if err := c.Recv(h, peer, 1); err != nil {
+							return err
+						}
+						if err := c.Send(h, peer, 1); err != nil {
+							return err
+						}
+					}
+				}
+				runs = append(runs, time.Since(start)/time.Duration(2*tc.iters))
+			}
+			slices.Sort(runs)
+			oneWay := runs[len(runs)/2]
+			if me == 0 {
+				fmt.Printf("runtime handle ping-pong %d B: one-way %.2f us, %.1f MB/s\n", tc.size, float64(oneWay.Nanoseconds())/1e3, float64(tc.size)/oneWay.Seconds()/1e6)
+			}
+			if err := h.Unregister(); err != nil {
+				return err
+			}
+			if err := core.Free(rt, v); err != nil {
+				return err
+			}
+		}
+		// The owner-computes walk: every rank inserts the same tasks on
+		// vectors of rank 0; rank 1 skips them all, rank 0 submits them.
+		const nh, nt = 1000, 20000
+		hs := make([]*core.Handle, nh)
+		for i := range hs {
+			h, err := rt.RegisterNoHome(kernel.Layout{Interface: kernel.Vector, ElemSize: 8, NX: 1})
+			if err != nil {
+				return err
+			}
+			if err := c.Register(h, int64(10+i), 0); err != nil {
+				return err
+			}
+			hs[i] = h
+		}
+		arg := core.ClArgs(blasarg.ScalArg{Alpha: 1}.Encode())
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		start := time.Now()
+		for i := range nt {
+			if _, err := c.Insert(scalF64, core.Data(core.RW, hs[i%nh]), arg); err != nil {
+				return err
+			}
+		}
+		per := time.Since(start) / nt
+		if err := c.WaitForAll(); err != nil {
+			return err
+		}
+		what := "skipped"
+		if me == 0 {
+			what = "submitted"
+		}
+		fmt.Printf("rank %d: Insert of a task it %s: %.2f us each (%d handles registered)\n", me, what, float64(per.Nanoseconds())/1e3, nh)
+		for _, h := range hs {
+			if err := c.Unregister(h); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,20 @@
+package core
+
+// Accessors for core/mpi, which uses only core's public API.
+
+// LocalWritten tells the runtime that the application wrote the handle's
+// RAM replicate in place, at LocalPointer, while holding the handle in RAM
+// in a writing mode (Acquire or AcquireCB with W or RW). For data
+// registered from Go memory, that memory is brought up to date from the
+// replicate, so that Release keeps the write instead of copying the
+// registered memory over it (what Release does after the application
+// wrote the registered memory itself). For data that lives in the arena
+// (Malloc, RegisterNoHome, RegisterSame) it does nothing. core/mpi
+// receives MPI messages straight into the replicate this way.
+func (h *Handle) LocalWritten() {
+	h.mu.Lock()
+	if h.home != nil {
+		h.copyHomeOut()
+	}
+	h.mu.Unlock()
+}
