@@ -49,8 +49,10 @@
 // Divide the machine: [Runtime.CreateSchedContext] gives a set of workers
 // its own policy; [Runtime.Workers] lists them.
 //
-// Observe: [Runtime.WriteTrace] (Chrome trace), [Runtime.Profiling],
-// [Runtime.CodeletStats], [Runtime.DriverNotes], [Runtime.ProbePlugins].
+// Observe: $STARPU_TRACE or [Options].TraceFile (a trace file, read back
+// with [ReadTraceFile]), [Runtime.WriteTrace] (Chrome trace),
+// [Runtime.Profiling], [Runtime.CodeletStats], [Runtime.DriverNotes],
+// [Runtime.ProbePlugins].
 //
 // Survive faults: [ErrPluginCrashed], [ErrDataLost] and [Handle.Lost];
 // plugins that die are restarted (config.Config.PluginRestarts) and tasks
@@ -74,8 +76,10 @@
 //	tags                           task_tags.go                  docs/design/tasks.md
 //	status, profiling, iterations  task_status.go                docs/design/tasks.md
 //	performance models             task_models.go, perfmodel/    docs/design/perfmodel.md
-//	the trace                      task_trace.go                 docs/user-guide.md
-//	trace recording and formats    internal/trace/               docs/user-guide.md
+//	tracing, STARPU_*_STATS hooks  task_trace.go                 docs/design/tracing.md
+//	statistics printed at Shutdown stats_shutdown.go             docs/design/tracing.md
+//	trace files read back          trace_file.go                 docs/design/tracing.md
+//	trace formats, analysis, views internal/trace/               docs/design/tracing.md
 //	handles, register, unregister  data.go                       docs/design/access.md
 //	access order, locks, arbiters  data_access.go                docs/design/access.md
 //	acquire, callbacks             data_acquire.go               docs/design/access.md
@@ -100,6 +104,8 @@
 //	plugin processes               internal/loader/              docs/design/plugins.md
 //	plugin search path             plugin_search.go              docs/design/plugins.md
 //	application as its CPU driver  plugin_kernelhost.go (header) docs/design/plugins.md
+//	accessors for core/mpi         mpi_access.go                 docs/design/mpi.md
+//	StarPU-MPI over OpenMPI        mpi/ (its own package)        docs/design/mpi.md
 //
 // Tests are named for what they test (data_access_test.go tests
 // data_access.go); the in-package ones end in _internal_test.go.

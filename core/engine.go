@@ -487,6 +487,9 @@ func (e *engine) loop() {
 		if time.Since(e.lastCheck) >= livenessCheckEvery {
 			e.checkPlugins()
 		}
+		if e.rt.trace != nil {
+			e.rt.trace.flushRound() // after the rings: off the hop (task_trace.go)
+		}
 		if e.stopping.Load() {
 			return
 		}
@@ -775,6 +778,9 @@ func (e *engine) drainCompletions() {
 				continue
 			}
 			if x := e.xferDone(c.ID); x != nil {
+				if e.rt.trace != nil {
+					e.rt.trace.xferDone(c.ID, c.StartNs, c.EndNs, c.Failed)
+				}
 				var err error
 				if c.Failed {
 					err = fmt.Errorf("worker %d (%s): %s", w.id, w.drv.fp.Arch, c.Err)

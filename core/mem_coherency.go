@@ -237,6 +237,9 @@ func (e *engine) postCopy(h *Handle, src, dst int, x *xfer) {
 	nd := e.rt.nodes[dev]
 	x.dev = nd
 	nd.reqs.inflight++
+	if e.rt.trace != nil {
+		e.rt.trace.xferPosted(x.id, h, src, dst)
+	}
 	// A copy that finishes after the handle was written again carries an
 	// old value: it leaves the replicate invalid.
 	gen := h.x.gen

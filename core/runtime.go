@@ -17,7 +17,6 @@ import (
 
 	"github.com/starpu-go/starpu/core/config"
 	"github.com/starpu-go/starpu/core/internal/loader"
-	"github.com/starpu-go/starpu/core/internal/trace"
 	"github.com/starpu-go/starpu/core/perfmodel"
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
@@ -50,6 +49,11 @@ type Options struct {
 	Scheduler SchedulerFactory
 	// Trace records every task's execution for WriteTrace.
 	Trace bool
+	// TraceFile, when set, is created at Init and receives a trace as the
+	// run goes, complete once Shutdown returns: a .json file Chrome/Perfetto
+	// JSON, any other the native format `starpu trace` reads
+	// (docs/design/tracing.md). $STARPU_TRACE sets it when empty.
+	TraceFile string
 	// Profiling records when each task is submitted (see SetProfiling).
 	Profiling bool
 	// Calibrate makes codelets with several implementations run them in
@@ -126,7 +130,7 @@ type Runtime struct {
 
 	broken   atomic.Pointer[error]
 	shutdown atomic.Bool
-	trace    *trace.Recorder // nil unless Options.Trace (task_trace.go)
+	trace    *tracer // nil unless something is observed (task_trace.go)
 	// fails are the jobs failed where they were pushed (failLater); nlost
 	// counts the handles whose data a failed task lost (data_lost.go).
 	fails failQueue
@@ -207,9 +211,10 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	rt.calibrate = opt.Calibrate || cfg.Calibrate > 0
 	rt.clock.profiling.Store(opt.Profiling)
 	rt.clock.base, rt.clock.baseNs = time.Now(), wire.Now()
-	if opt.Trace {
-		rt.trace = &trace.Recorder{}
+	if err := rt.initTrace(opt); err != nil { // Options.Trace, TraceFile, STARPU_*_STATS (task_trace.go)
+		return nil, err
 	}
+	defer rt.closeTraceOnError(&err)
 	defer func() {
 		if err != nil {
 			rt.teardown()
@@ -557,6 +562,7 @@ func (rt *Runtime) Shutdown() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, rt.teardown())
+	errs = append(errs, rt.closeTrace()) // after the engine stopped (task_trace.go)
 	if len(errs) > 0 && taskErr != nil {
 		rt.log.Debug("tasks failed before shutdown", "error", taskErr)
 	}

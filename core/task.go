@@ -411,6 +411,9 @@ func (rt *Runtime) Submit(t *Task) error {
 		j.x().submitNs = wire.Now()
 		j.mu.Unlock()
 	}
+	if rt.trace != nil {
+		rt.trace.submit(rt, j)
+	}
 	t.job = j
 	rt.waits.pending.Add(1)
 	if c := t.SchedContext; c != nil {
@@ -665,6 +668,9 @@ func (rt *Runtime) pushReady(j *job, releasedBy int32) {
 }
 
 func (rt *Runtime) pushLocked(j *job, releasedBy int32) {
+	if rt.trace != nil {
+		rt.trace.ready(j, releasedBy >= 0)
+	}
 	j.counted = true
 	rt.waits.nready.Add(1)
 	rt.push(j, releasedBy)
@@ -987,6 +993,9 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 		}
 		for _, list := range [2][]*job{succs, tsuccs} {
 			for _, s := range list {
+				if rt.trace != nil {
+					rt.trace.edge(j, s, worker >= 0)
+				}
 				if s.ndeps.Add(-1) != 0 {
 					continue
 				}
@@ -1119,6 +1128,9 @@ func (rt *Runtime) regenerate(old *job) bool {
 		j.mu.Lock()
 		j.x().submitNs = wire.Now()
 		j.mu.Unlock()
+	}
+	if rt.trace != nil {
+		rt.trace.submit(rt, j)
 	}
 	h.mu.Lock()
 	h.x().cur = j

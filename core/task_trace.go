@@ -1,34 +1,361 @@
 package core
 
-// The trace; documented in docs/user-guide.md.
+// The trace and the statistics printed at Shutdown; design note:
+// docs/design/tracing.md.
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/starpu-go/starpu/core/internal/trace"
+	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
+// Environment variables that turn observation on, with StarPU's names
+// where StarPU has them.
+const (
+	// EnvTrace names a trace file written from Init to Shutdown
+	// (Options.TraceFile).
+	EnvTrace = "STARPU_TRACE"
+	// EnvWorkerStats=1 prints each worker's tasks and executing time at
+	// Shutdown.
+	EnvWorkerStats = "STARPU_WORKER_STATS"
+	// EnvWorkerStatsFile names the file EnvWorkerStats writes to, instead
+	// of stderr.
+	EnvWorkerStatsFile = "STARPU_WORKER_STATS_FILE"
+	// EnvBusStats=1 prints the bytes and transfers per bus link at
+	// Shutdown.
+	EnvBusStats = "STARPU_BUS_STATS"
+	// EnvBusStatsFile names the file EnvBusStats writes to, instead of
+	// stderr.
+	EnvBusStatsFile = "STARPU_BUS_STATS_FILE"
+	// EnvProfiling=1 turns profiling on at Init (SetProfiling).
+	EnvProfiling = "STARPU_PROFILING"
+)
+
+// tracer is what watches the runtime when something asked for it:
+// Options.Trace's in-memory recorder, a trace file, the statistics printed
+// at Shutdown. rt.trace is nil otherwise, and every hook on the hot path
+// is one nil check.
+type tracer struct {
+	mem    *trace.Recorder // Options.Trace, for WriteTrace
+	stream *trace.Stream   // Options.TraceFile or $STARPU_TRACE
+	path   string
+
+	workerStats, busStats bool
+	workerFile, busFile   string
+	started               time.Time
+
+	// Engine goroutine only (read at Shutdown once it stopped): the
+	// copies posted and not yet completed, by transfer ID, the completed
+	// ones per bus link, and the round's records (flushRound).
+	xfers map[uint64]xferInfo
+	links map[[2]int]*linkStat
+	round []trace.Rec
+}
+
+// xferInfo is what a transfer's completion does not say.
+type xferInfo struct {
+	src, dst int
+	bytes    uint64
+	handle   uint64
+}
+
+// linkStat is a bus link's transfers, for STARPU_BUS_STATS.
+type linkStat struct {
+	n, bytes uint64
+	busy     int64
+}
+
+// envFlag reads a 0/1 variable: unset or empty is off, a number is on
+// unless 0 (StarPU reads them with atoi), anything else an error.
+func envFlag(getenv func(string) string, name string) (bool, error) {
+	v := getenv(name)
+	if v == "" {
+		return false, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q: want 0 or 1: %w", name, v, err)
+	}
+	return n != 0, nil
+}
+
+// initTrace sets up what Options and the environment ask to observe. The
+// trace file is created here, before any plugin starts: a path that
+// cannot be written fails Init, naming it.
+func (rt *Runtime) initTrace(opt Options) error {
+	var tr tracer
+	var err error
+	if tr.workerStats, err = envFlag(rt.getenv, EnvWorkerStats); err != nil {
+		return err
+	}
+	if tr.busStats, err = envFlag(rt.getenv, EnvBusStats); err != nil {
+		return err
+	}
+	prof, err := envFlag(rt.getenv, EnvProfiling)
+	if err != nil {
+		return err
+	}
+	if prof {
+		rt.clock.profiling.Store(true)
+	}
+	tr.workerFile, tr.busFile = rt.getenv(EnvWorkerStatsFile), rt.getenv(EnvBusStatsFile)
+	if opt.Trace {
+		tr.mem = &trace.Recorder{}
+	}
+	tr.path = opt.TraceFile
+	if tr.path == "" {
+		tr.path = rt.getenv(EnvTrace)
+	}
+	if tr.path != "" {
+		tr.path = rankPath(tr.path, rt.getenv)
+		if tr.stream, err = trace.Create(tr.path, rt.clock.baseNs, rt.clock.base.UnixNano()); err != nil {
+			return err
+		}
+	}
+	if tr.mem == nil && tr.stream == nil && !tr.workerStats && !tr.busStats {
+		return nil
+	}
+	tr.started = rt.clock.base
+	tr.xfers = map[uint64]xferInfo{}
+	tr.links = map[[2]int]*linkStat{}
+	rt.trace = &tr
+	return nil
+}
+
+// rankPath gives each process of an MPI run its own trace file: under
+// mpirun (OpenMPI's OMPI_COMM_WORLD_RANK, or PMI_RANK), run.trace becomes
+// run.rank1.trace for rank 1, as StarPU's FxT traces get one file per rank.
+func rankPath(path string, getenv func(string) string) string {
+	rank := getenv("OMPI_COMM_WORLD_RANK")
+	if rank == "" {
+		rank = getenv("PMI_RANK")
+	}
+	if rank == "" {
+		return path
+	}
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + ".rank" + rank + ext
+}
+
+// closeTraceOnError closes the trace file when Init fails after creating
+// it (deferred by Init, after its teardown): the file holds what ran.
+func (rt *Runtime) closeTraceOnError(err *error) {
+	if *err != nil && rt.trace != nil && rt.trace.stream != nil {
+		rt.trace.flushRound()
+		rt.trace.stream.Close(rt.traceWorkers(), rt.traceNodes())
+	}
+}
+
+// closeTrace ends the observation at Shutdown, once the engine stopped:
+// it completes the trace file and prints the statistics asked for.
+func (rt *Runtime) closeTrace() error {
+	tr := rt.trace
+	if tr == nil {
+		return nil
+	}
+	var errs []error
+	if tr.stream != nil {
+		tr.flushRound()
+		// Submit calls racing Shutdown may still reach the hooks: the
+		// stream ignores them once closed.
+		errs = append(errs, tr.stream.Close(rt.traceWorkers(), rt.traceNodes()))
+	}
+	if tr.workerStats {
+		errs = append(errs, writeStats(tr.workerFile, func(w io.Writer) { rt.writeWorkerStats(w, time.Since(tr.started)) }))
+	}
+	if tr.busStats {
+		errs = append(errs, writeStats(tr.busFile, rt.writeBusStats))
+	}
+	return errors.Join(errs...)
+}
+
+// writeStats writes a summary to the file named, or to stderr.
+func writeStats(file string, write func(io.Writer)) error {
+	if file == "" {
+		write(os.Stderr)
+		return nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("statistics: %w", err)
+	}
+	write(f)
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("statistics: %w", err)
+	}
+	return nil
+}
+
+func (rt *Runtime) workerName(w *workerState) string {
+	return fmt.Sprintf("worker %d (%s %s)", w.id, w.drv.fp.Arch, w.drv.fp.Units[w.spec.Unit].Name)
+}
+
+func (rt *Runtime) traceWorkers() []trace.Worker {
+	out := make([]trace.Worker, len(rt.workers))
+	for i, w := range rt.workers {
+		out[i] = trace.Worker{ID: w.id, Name: rt.workerName(w), Node: w.node, Arch: string(w.drv.fp.Arch)}
+	}
+	return out
+}
+
+func (rt *Runtime) traceNodes() []trace.Node {
+	out := make([]trace.Node, len(rt.nodes))
+	for i, n := range rt.nodes {
+		out[i] = trace.Node{ID: n.id, Name: n.name}
+	}
+	return out
+}
+
+// submit records j's submission: its names, handles and modes (Submit,
+// after the checks).
+func (tr *tracer) submit(rt *Runtime, j *job) {
+	if tr.stream == nil {
+		return
+	}
+	t := j.task
+	e := trace.SubmitEvent{ID: j.id, Name: j.name(), Model: t.ModelName(), Time: wire.Now(), Priority: int64(t.Priority),
+		Tag: uint64(t.Tag), HasTag: t.UseTag, Flops: t.Flops}
+	if t.Codelet != nil {
+		e.Codelet = t.Codelet.Name
+	}
+	if rt.iters.depth.Load() > 0 {
+		rt.iters.mu.Lock()
+		n := len(rt.iters.stack)
+		for k := 0; k < 2 && k < n; k++ {
+			e.Iter[k] = int64(rt.iters.stack[n-1-k])
+			e.NIter++
+		}
+		rt.iters.mu.Unlock()
+	}
+	var acc [8]trace.Access
+	hs := acc[:0]
+	for i, h := range t.Handles {
+		a := trace.Access{Handle: h.id, Size: h.size}
+		if i < len(j.modes) {
+			a.Mode = uint8(j.modes[i] &^ Locality)
+		}
+		if l := h.x.label.Load(); l != nil {
+			a.Name = l.name
+		}
+		hs = append(hs, a)
+	}
+	e.Handles = hs
+	tr.stream.Submit(&e)
+}
+
+// ready records that j's dependencies are met and it goes to a policy
+// (pushLocked). engine says the engine goroutine released it (a task
+// completion did: releasedBy >= 0): the record then waits for the end of
+// the round, with its time read now.
+func (tr *tracer) ready(j *job, engine bool) {
+	switch {
+	case tr.stream == nil:
+	case engine:
+		tr.round = append(tr.round, trace.Rec{Kind: trace.RecReady, ID: j.id, Start: wire.Now()})
+	default:
+		tr.stream.Ready(j.id, wire.Now())
+	}
+}
+
+// edge records that pred's termination released a dependency of succ
+// (terminate); engine says the engine goroutine terminates pred (its
+// completion on a worker). Acquisitions are not tasks: their edges are left
+// out.
+func (tr *tracer) edge(pred, succ *job, engine bool) {
+	switch {
+	case tr.stream == nil || pred.task == nil || succ.task == nil:
+	case engine:
+		tr.round = append(tr.round, trace.Rec{Kind: trace.RecEdge, ID: pred.id, To: succ.id, Worker: pred.worker, Start: pred.start, End: pred.end})
+	default:
+		tr.stream.Edge(pred.id, succ.id, int(pred.worker), pred.start, pred.end)
+	}
+}
+
+// flushRound writes the records the engine kept during its round, at its
+// end, once the workers and policies it had work for were woken: tracing
+// then adds one clock read (the ready time) and no lock or encoding to a
+// dependency hop.
+func (tr *tracer) flushRound() {
+	if len(tr.round) == 0 {
+		return
+	}
+	tr.stream.Write(tr.round)
+	clear(tr.round)
+	tr.round = tr.round[:0]
+}
+
 // traceTask records j's execution on worker from start to end (wire clock
-// nanoseconds) when tracing is on.
+// nanoseconds); engine goroutine.
 func (rt *Runtime) traceTask(worker int, j *job, start, end int64, failed bool) {
+	tr := rt.trace
+	if tr.stream != nil {
+		tr.round = append(tr.round, trace.Rec{Kind: trace.RecRun, ID: j.id, Worker: int32(worker), Start: start, End: end, Footprint: j.footprint, Failed: failed})
+	}
+	if tr.mem == nil {
+		return
+	}
 	e := trace.Event{Worker: worker, Name: j.name(), Start: start, End: end, Failed: failed, Buffers: traceBuffers(j)}
 	if x := j.ext.Load(); x != nil {
 		e.Iter, e.NIter = x.iter, x.niter
 	}
-	rt.trace.Add(e)
+	tr.mem.Add(e)
+}
+
+// xferPosted notes a copy of h from node src to dst posted as transfer
+// id (postCopy); engine goroutine.
+func (tr *tracer) xferPosted(id uint64, h *Handle, src, dst int) {
+	if tr.stream == nil && !tr.busStats {
+		return
+	}
+	var n uint64
+	for _, r := range h.copyPlan() {
+		n += r.Len
+	}
+	tr.xfers[id] = xferInfo{src: src, dst: dst, bytes: n, handle: h.id}
+}
+
+// xferDone records the completion of transfer id, if it was a copy;
+// engine goroutine.
+func (tr *tracer) xferDone(id uint64, start, end int64, failed bool) {
+	x, ok := tr.xfers[id]
+	if !ok {
+		return // an allocation
+	}
+	delete(tr.xfers, id)
+	if tr.stream != nil {
+		tr.stream.Transfer(trace.Transfer{Src: x.src, Dst: x.dst, Bytes: x.bytes, Handle: x.handle, Start: start, End: end, Failed: failed})
+	}
+	if tr.busStats && !failed {
+		l := tr.links[[2]int{x.src, x.dst}]
+		if l == nil {
+			l = &linkStat{}
+			tr.links[[2]int{x.src, x.dst}] = l
+		}
+		l.n++
+		l.bytes += x.bytes
+		l.busy += end - start
+	}
 }
 
 // WriteTrace writes the timelines of the workers, one row per worker, as a
 // Chrome trace-event JSON document. Init must have had Options.Trace set.
+// Options.TraceFile (or $STARPU_TRACE) writes a fuller trace as the run
+// goes, with no call.
 func (rt *Runtime) WriteTrace(w io.Writer) error {
-	if rt.trace == nil {
+	if rt.trace == nil || rt.trace.mem == nil {
 		return errors.New("write trace: tracing was not enabled (Options.Trace)")
 	}
 	workers := make([]trace.Worker, len(rt.workers))
 	for i, w := range rt.workers {
-		workers[i] = trace.Worker{ID: w.id, Name: fmt.Sprintf("worker %d (%s %s)", w.id, w.drv.fp.Arch, w.drv.fp.Units[w.spec.Unit].Name)}
+		workers[i] = trace.Worker{ID: w.id, Name: rt.workerName(w)}
 	}
-	return trace.WriteChrome(w, workers, rt.trace.Events())
+	return trace.WriteChrome(w, workers, rt.trace.mem.Events())
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 
 	"github.com/starpu-go/starpu/core"
@@ -75,6 +74,7 @@ type runtimeFlags struct {
 	sched     string
 	ncpu      optionalInt
 	trace     string
+	progress  *progressLine // on a terminal (trace_progress.go)
 }
 
 // rtFlags says which of the runtime flags beyond --config and --plugin-dir
@@ -110,7 +110,7 @@ func (f *runtimeFlags) registerSome(fs *flag.FlagSet, which rtFlags) {
 		fs.Var(&f.ncpu, "ncpu", "`N` CPU workers, 0 for none, -1 for one per core (default $STARPU_NCPU, else the config file's ncpu, else one per core)")
 	}
 	if which&withTrace != 0 {
-		fs.StringVar(&f.trace, "trace", "", "write a Chrome trace-event JSON of the worker timelines to `FILE`")
+		fs.StringVar(&f.trace, "trace", "", "stream a trace of the run to `FILE`: .json is Chrome/Perfetto JSON, any other extension the native format; read it with starpu trace (default $STARPU_TRACE)")
 	}
 }
 
@@ -135,26 +135,15 @@ func (f *runtimeFlags) start(ctx context.Context) (*core.Runtime, error) {
 	if f.ncpu.set {
 		cfg.NCPU = f.ncpu.v
 	}
-	return core.Init(ctx, core.Options{Config: cfg, Trace: f.trace != ""})
+	rt, err := core.Init(ctx, core.Options{Config: cfg, TraceFile: f.trace})
+	if err == nil {
+		f.startProgress(rt)
+	}
+	return rt, err
 }
 
-// finish writes the trace if asked and shuts the runtime down.
+// finish shuts the runtime down, which completes the trace file.
 func (f *runtimeFlags) finish(rt *core.Runtime) error {
-	if f.trace != "" {
-		fh, err := os.Create(f.trace)
-		if err != nil {
-			rt.Shutdown()
-			return fmt.Errorf("trace: %w", err)
-		}
-		werr := rt.WriteTrace(fh)
-		cerr := fh.Close()
-		if werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			rt.Shutdown()
-			return fmt.Errorf("trace %s: %w", f.trace, werr)
-		}
-	}
+	f.progress.Stop()
 	return rt.Shutdown()
 }

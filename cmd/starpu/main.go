@@ -37,6 +37,10 @@ commands:
   perfmodel list           performance models stored for this host
   perfmodel show NAME      a model's history per architecture and its regression
   perfmodel plot NAME      an SVG of duration against size (-o FILE.svg)
+  trace summary FILE       a trace's time per worker and codelet, critical path, efficiency
+  trace view FILE          a trace as a Gantt chart (-o FILE.svg or FILE.html)
+  trace dot FILE           a trace's task graph (dag.dot); trace rec FILE: tasks.rec
+  trace json FILE          a native trace as Chrome/Perfetto JSON
 
 Run "starpu <command> -h" (or "starpu help <command>") for the flags of a command.
 `
@@ -124,6 +128,8 @@ func dispatch(ctx context.Context, args []string, out io.Writer) error {
 		return schedCmd(ctx, args[1:], out)
 	case "perfmodel":
 		return perfmodelCmd(args[1:], out)
+	case "trace":
+		return traceCmd(args[1:], out)
 	case "version", "-version", "--version":
 		return versionCmd(args[1:], out)
 	case "help", "-h", "-help", "--help":

@@ -1,8 +1,14 @@
-// Package trace records what the workers executed and writes it out. It
-// knows events, not the runtime: the core (core/task_trace.go) turns a
-// completed task into an Event and names the workers; this package keeps
-// the events and encodes them, today as a Chrome trace-event document (as
-// read by Perfetto and chrome://tracing).
+// Package trace records what the runtime did and reads it back. It knows
+// events, not the runtime: the core (core/task_trace.go) turns what
+// happens into events and names the workers.
+//
+// Two ways in: a Recorder keeps task executions in memory for
+// Runtime.WriteTrace (WriteChrome encodes them); a Stream writes a trace
+// file while the runtime runs, with bounded memory, in the native format
+// (native.go) or as Chrome trace-event JSON (chrome.go). Read turns
+// either file back into a Trace, which analysis.go summarises (per worker,
+// per codelet, the critical path) and render.go, dot.go and rec.go draw
+// as an SVG or HTML Gantt chart, a dag.dot graph and StarPU's tasks.rec.
 package trace
 
 import (
@@ -36,10 +42,13 @@ type Event struct {
 	Buffers []Buffer
 }
 
-// Worker names one timeline row.
+// Worker names one timeline row: a worker, its memory node and
+// architecture.
 type Worker struct {
 	ID   int
 	Name string
+	Node int
+	Arch string
 }
 
 // Recorder collects events from any goroutine.

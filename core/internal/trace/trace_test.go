@@ -43,7 +43,7 @@ func TestWriteChrome(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
-			workers := []Worker{{0, "worker 0"}, {1, "worker 1"}}
+			workers := []Worker{{ID: 0, Name: "worker 0"}, {ID: 1, Name: "worker 1"}}
 			if err := WriteChrome(&b, workers, tc.evs); err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/starpu-go/starpu/core"
+)
+
+// traceCmd reads a trace file written with --trace or $STARPU_TRACE, as
+// StarPU's starpu_fxt_tool reads FxT traces: summary prints where the
+// time went, view draws a Gantt chart, dot and rec write StarPU's dag.dot
+// and tasks.rec, json converts a native trace for Perfetto.
+func traceCmd(args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return usagef("trace: which subcommand? (summary, view, dot, rec, json)")
+	}
+	var c *cmdFlags
+	var def string // the default output file
+	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprint(out, usage)
+		return nil
+	case "summary":
+		c = newCmd("trace summary", "[flags] FILE", "Print where the time of a traced run went: per worker its executing and idle time,\nper codelet its tasks and times, the critical path against the makespan, the\nparallel efficiency, and the transfers per bus link.")
+	case "view":
+		c = newCmd("trace view", "[flags] FILE", "Draw a traced run as a Gantt chart: one row per worker and bus link, tasks\ncoloured by codelet, idle gaps, the critical path in red. An .svg output is\nthe chart alone; .html adds zoom and the summary. Neither needs a network.")
+		def = "FILE.html"
+	case "dot":
+		c = newCmd("trace dot", "[flags] FILE", "Write the task graph of a traced run in Graphviz's dot language (StarPU's\ndag.dot), the critical path in red.")
+		def = "dag.dot"
+	case "rec":
+		c = newCmd("trace rec", "[flags] FILE", "Write the tasks of a traced run in StarPU's tasks.rec format (recutils).")
+		def = "tasks.rec"
+	case "json":
+		c = newCmd("trace json", "[flags] FILE", "Convert a native trace (a crashed run's too) to Chrome trace-event JSON, which\nPerfetto (ui.perfetto.dev) and chrome://tracing open.")
+		def = "FILE.json"
+	default:
+		return usagef("trace: unknown subcommand %q (summary, view, dot, rec, json)", args[0])
+	}
+	c.refuse("it reads a trace file, without starting the runtime", "config", "plugin-dir", "sched", "ncpu", "trace")
+	var file *string
+	if def != "" {
+		file = c.String("o", "", fmt.Sprintf("write to `FILE` (default %s; - for stdout)", def))
+	} else {
+		c.refuse("it prints to stdout", "o")
+	}
+	pos, err := c.parseInterspersed(args[1:], out)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("%s: want one trace file (written with --trace FILE or STARPU_TRACE=FILE)", c.name)
+	}
+	in := pos[0]
+	dst := ""
+	if file != nil {
+		dst = *file
+	}
+	if dst == "" {
+		dst = def
+		if ext, ok := strings.CutPrefix(def, "FILE"); ok {
+			dst = strings.TrimSuffix(in, filepath.Ext(in)) + ext
+		}
+	}
+	if args[0] == "json" {
+		return traceJSON(in, dst, out)
+	}
+	tf, err := core.ReadTraceFile(in)
+	if err != nil {
+		return err
+	}
+	if args[0] == "summary" {
+		return tf.WriteSummary(out)
+	}
+	var write func(io.Writer) error
+	switch args[0] {
+	case "view":
+		title := "StarPU trace: " + filepath.Base(in)
+		switch ext := strings.ToLower(filepath.Ext(dst)); ext {
+		case ".svg":
+			write = func(w io.Writer) error { return tf.WriteSVG(w, title) }
+		case ".html", ".htm":
+			write = func(w io.Writer) error { return tf.WriteHTML(w, title) }
+		default:
+			if dst != "-" {
+				return usagef("trace view: -o %s: want an .svg or .html file", dst)
+			}
+			write = func(w io.Writer) error { return tf.WriteSVG(w, title) }
+		}
+	case "dot":
+		write = tf.WriteDot
+	default:
+		write = tf.WriteTasksRec
+	}
+	if dst == "-" {
+		return write(out)
+	}
+	if err := writeFile(dst, write); err != nil {
+		return err
+	}
+	s := tf.Summary()
+	fmt.Fprintf(out, "trace %s: wrote %s (%d tasks, %d transfers)\n", args[0], dst, s.Tasks, s.Transfers)
+	return nil
+}
+
+// traceJSON converts the native trace in to JSON in dst.
+func traceJSON(in, dst string, out io.Writer) error {
+	if dst == in {
+		return usagef("trace json: %s would overwrite its input: name another with -o", in)
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	write := func(w io.Writer) error { return core.ConvertTraceToJSON(w, f) }
+	if dst == "-" {
+		return write(out)
+	}
+	if err := writeFile(dst, write); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "trace json: wrote %s\n", dst)
+	return nil
+}
+
+// writeFile writes path through write, and removes it when that fails.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	werr := write(f)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(path)
+		return fmt.Errorf("write %s: %w", path, werr)
+	}
+	return nil
+}

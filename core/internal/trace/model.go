@@ -1,0 +1,224 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// Trace is a trace read back (Read, ReadFile): what the tools summarise
+// and draw. Times are nanoseconds since the runtime's Init.
+type Trace struct {
+	// Origin is the wall-clock time of time 0, in Unix nanoseconds (0 when
+	// the file does not say).
+	Origin int64
+	// Workers and Nodes name the timeline rows and the memory nodes.
+	Workers []Worker
+	Nodes   []Node
+	// Tasks, in the order of their job numbers.
+	Tasks     []*Task
+	Transfers []Transfer
+	// Complete: the runtime closed the trace (Shutdown). A trace that is
+	// not complete ends where the run stopped writing it.
+	Complete bool
+	// Format is "native" or "json".
+	Format string
+}
+
+// Task is one submission of a task: a job, as StarPU's tasks.rec lists
+// them.
+type Task struct {
+	ID uint64
+	// Name is the task's name (Task.Name, else its codelet's); Codelet
+	// its codelet's, which the summary groups by; Model its performance
+	// model's.
+	Name     string
+	Codelet  string
+	Model    string
+	Priority int64
+	Tag      uint64
+	HasTag   bool
+	Flops    float64
+	Iter     []int64
+	Handles  []Access
+	// Preds are the jobs whose completion released this one (data,
+	// explicit and tag dependencies), in the order they did.
+	Preds []uint64
+	// Submitted: its submission was recorded; Ran: it ran on Worker from
+	// Start to End. Ready is when its dependencies were met (0 unknown).
+	Submitted, Ran bool
+	Submit, Ready  int64
+	Worker         int
+	Start, End     int64
+	Footprint      uint32
+	Failed         bool
+}
+
+// Duration is the task's execution time, 0 when it did not run.
+func (t *Task) Duration() int64 {
+	if !t.Ran {
+		return 0
+	}
+	return t.End - t.Start
+}
+
+// Transfer is one copy of a handle between two memory nodes.
+type Transfer struct {
+	Src, Dst   int
+	Bytes      uint64
+	Handle     uint64
+	Start, End int64
+	Failed     bool
+}
+
+// Node names a memory node.
+type Node struct {
+	ID   int
+	Name string
+}
+
+// builder assembles a Trace from records in any order.
+type builder struct {
+	t     *Trace
+	byID  map[uint64]*Task
+	wseen map[int]int
+	nseen map[int]int
+}
+
+func newBuilder(t *Trace) *builder {
+	return &builder{t: t, byID: map[uint64]*Task{}, wseen: map[int]int{}, nseen: map[int]int{}}
+}
+
+func (b *builder) task(id uint64) *Task {
+	if x := b.byID[id]; x != nil {
+		return x
+	}
+	x := &Task{ID: id, Worker: -1}
+	b.byID[id] = x
+	b.t.Tasks = append(b.t.Tasks, x)
+	return x
+}
+
+func (b *builder) edge(from, to uint64) {
+	if from == to {
+		return
+	}
+	b.task(from)
+	x := b.task(to)
+	x.Preds = append(x.Preds, from)
+}
+
+func (b *builder) worker(w Worker) {
+	if i, ok := b.wseen[w.ID]; ok {
+		b.t.Workers[i] = w
+		return
+	}
+	b.wseen[w.ID] = len(b.t.Workers)
+	b.t.Workers = append(b.t.Workers, w)
+}
+
+func (b *builder) node(n Node) {
+	if i, ok := b.nseen[n.ID]; ok {
+		b.t.Nodes[i] = n
+		return
+	}
+	b.nseen[n.ID] = len(b.t.Nodes)
+	b.t.Nodes = append(b.t.Nodes, n)
+}
+
+// finish orders what the records gave in any order, and names the
+// workers and nodes that ran something but were never described.
+func (b *builder) finish() {
+	t := b.t
+	sort.Slice(t.Tasks, func(i, j int) bool { return t.Tasks[i].ID < t.Tasks[j].ID })
+	for _, x := range t.Tasks {
+		if x.Ran && x.Worker >= 0 {
+			if _, ok := b.wseen[x.Worker]; !ok {
+				b.worker(Worker{ID: x.Worker, Name: fmt.Sprintf("worker %d", x.Worker)})
+			}
+		}
+	}
+	for _, x := range t.Transfers {
+		for _, n := range [2]int{x.Src, x.Dst} {
+			if _, ok := b.nseen[n]; !ok {
+				b.node(Node{ID: n, Name: fmt.Sprintf("node %d", n)})
+			}
+		}
+	}
+	sort.Slice(t.Workers, func(i, j int) bool { return t.Workers[i].ID < t.Workers[j].ID })
+	sort.Slice(t.Nodes, func(i, j int) bool { return t.Nodes[i].ID < t.Nodes[j].ID })
+	sort.SliceStable(t.Transfers, func(i, j int) bool { return t.Transfers[i].Start < t.Transfers[j].Start })
+}
+
+// Kind is what the summary and the charts group t by: its codelet, else
+// its name.
+func (t *Task) Kind() string {
+	if t.Codelet != "" {
+		return t.Codelet
+	}
+	return t.Name
+}
+
+// NodeName is memory node n's name.
+func (t *Trace) NodeName(n int) string {
+	for _, x := range t.Nodes {
+		if x.ID == n {
+			return x.Name
+		}
+	}
+	return fmt.Sprintf("node %d", n)
+}
+
+// Read reads a trace in either format: the native one (Magic first) or a
+// Chrome trace-event JSON document, as the runtime writes them.
+func Read(r io.Reader) (*Trace, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	head, err := br.Peek(len(Magic))
+	if err == nil && string(head) == Magic {
+		if _, err := br.Discard(len(Magic)); err != nil {
+			return nil, err
+		}
+		t := &Trace{Format: "native"}
+		if err := readNative(br, t); err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	first, err := firstNonSpace(br)
+	if err != nil {
+		return nil, fmt.Errorf("%w: empty file", errCorrupt)
+	}
+	if first != '{' && first != '[' {
+		return nil, fmt.Errorf("%w: neither a native trace (%q) nor a JSON document", errCorrupt, bytes.TrimSpace([]byte(Magic)))
+	}
+	return readChrome(br)
+}
+
+func firstNonSpace(br *bufio.Reader) (byte, error) {
+	for n := 1; ; n++ {
+		b, err := br.Peek(n)
+		if err != nil {
+			return 0, err
+		}
+		if c := b[n-1]; c != ' ' && c != '\n' && c != '\t' && c != '\r' {
+			return c, nil
+		}
+	}
+}
+
+// ReadFile reads the trace in file path.
+func ReadFile(path string) (*Trace, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	t, err := Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}

@@ -1,0 +1,276 @@
+package trace
+
+// The native format: a header, then records, each a kind byte followed by
+// varint fields. It is what the runtime streams while it runs (see
+// Stream); Read turns it back into a Trace.
+//
+//	header:   Magic, origin (zigzag varint, Unix ns of time 0)
+//	name:     id (uvarint), length (uvarint), bytes        strings, interned
+//	submit:   id, name, codelet, model, t, priority, flags, [tag], [flops bits],
+//	          niter, iter..., nh, nh x (handle, mode, size, label)
+//	ready:    id, t
+//	run:      id, worker, start, end, footprint, flags
+//	edge:     from, to, from's worker, start, end
+//	xfer:     src, dst, bytes, handle, start, end, flags
+//	worker:   id, node, arch (string), name (string)
+//	node:     id, name (string)
+//	end:      nothing: the runtime closed the trace
+//
+// Times are nanoseconds since the runtime's Init (time 0), zigzag
+// varints; ids and sizes are uvarints; strings in name records are
+// referred to by id, 0 meaning none.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// Magic opens a native trace file.
+const Magic = "STARPU-TRACE 1\n"
+
+// Record kinds.
+const (
+	kindName   byte = 1
+	kindSubmit byte = 2
+	kindReady  byte = 3
+	kindRun    byte = 4
+	kindEdge   byte = 5
+	kindXfer   byte = 6
+	kindWorker byte = 7
+	kindNode   byte = 8
+	kindEnd    byte = 9
+)
+
+// Submit record flags.
+const (
+	submitTag   = 1 << 0
+	submitFlops = 1 << 1
+)
+
+// Run and transfer record flags.
+const flagFailed = 1 << 0
+
+// Access is one handle a task accesses: the handle's number, the access
+// mode (pluginapi/kernel.Mode bits), its size in bytes and its name (set
+// with Handle.SetName), if any.
+type Access struct {
+	Handle uint64
+	Mode   uint8
+	Size   uint64
+	Name   string
+}
+
+// Mode bits, as pluginapi/kernel defines them.
+const (
+	ModeR       = 1 << 0
+	ModeW       = 1 << 1
+	ModeScratch = 1 << 2
+	ModeRedux   = 1 << 3
+	ModeCommute = 1 << 4
+)
+
+// ModeString writes m as StarPU's tasks.rec does: R, W, RW, S (scratch),
+// X (reduction), with C appended for commute.
+func ModeString(m uint8) string {
+	s := ""
+	if m&ModeR != 0 {
+		s += "R"
+	}
+	if m&ModeW != 0 {
+		s += "W"
+	}
+	if m&ModeScratch != 0 {
+		s += "S"
+	}
+	if m&ModeRedux != 0 {
+		s += "X"
+	}
+	if m&ModeCommute != 0 {
+		s += "C"
+	}
+	return s
+}
+
+// appender builds records; its methods append to b.
+type appender struct{ b []byte }
+
+func (a *appender) u(v uint64) { a.b = binary.AppendUvarint(a.b, v) }
+func (a *appender) i(v int64)  { a.b = binary.AppendVarint(a.b, v) }
+func (a *appender) str(s string) {
+	a.u(uint64(len(s)))
+	a.b = append(a.b, s...)
+}
+
+// reader decodes records from a byte stream.
+type reader struct {
+	r   io.ByteReader
+	buf []byte
+	err error
+}
+
+func (r *reader) u() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, err := binary.ReadUvarint(r.r)
+	if err != nil {
+		r.err = truncated(err)
+	}
+	return v
+}
+
+func (r *reader) i() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, err := binary.ReadVarint(r.r)
+	if err != nil {
+		r.err = truncated(err)
+	}
+	return v
+}
+
+// maxString bounds a string's length, so that a corrupt length cannot ask
+// for gigabytes.
+const maxString = 1 << 20
+
+func (r *reader) str() string {
+	n := r.u()
+	if r.err != nil {
+		return ""
+	}
+	if n > maxString {
+		r.err = fmt.Errorf("%w: string of %d bytes", errCorrupt, n)
+		return ""
+	}
+	if cap(r.buf) < int(n) {
+		r.buf = make([]byte, n)
+	}
+	b := r.buf[:n]
+	for k := range b {
+		c, err := r.r.ReadByte()
+		if err != nil {
+			r.err = truncated(err)
+			return ""
+		}
+		b[k] = c
+	}
+	return string(b)
+}
+
+var errCorrupt = errors.New("corrupt trace")
+
+// errTruncated marks a record cut short: the runtime did not close the
+// trace (it crashed, or the file is being written).
+var errTruncated = errors.New("trace ends in the middle of a record")
+
+func truncated(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errTruncated
+	}
+	return err
+}
+
+// readNative reads the records after the magic into t.
+func readNative(br io.ByteReader, t *Trace) error {
+	r := &reader{r: br}
+	t.Origin = r.i()
+	if r.err != nil {
+		return r.err
+	}
+	names := map[uint64]string{}
+	b := newBuilder(t)
+	defer b.finish()
+	for {
+		k, err := br.ReadByte()
+		if errors.Is(err, io.EOF) {
+			return nil // not closed: Complete stays false
+		}
+		if err != nil {
+			return err
+		}
+		switch k {
+		case kindName:
+			id := r.u()
+			names[id] = r.str()
+		case kindSubmit:
+			task := b.task(r.u())
+			task.Name = names[r.u()]
+			task.Codelet = names[r.u()]
+			task.Model = names[r.u()]
+			task.Submit = r.i()
+			task.Priority = r.i()
+			flags := r.u()
+			if flags&submitTag != 0 {
+				task.Tag, task.HasTag = r.u(), true
+			}
+			if flags&submitFlops != 0 {
+				task.Flops = math.Float64frombits(r.u())
+			}
+			n := r.u()
+			if n > 2 {
+				return fmt.Errorf("%w: %d iteration levels", errCorrupt, n)
+			}
+			task.Iter = nil
+			for range n {
+				task.Iter = append(task.Iter, r.i())
+			}
+			nh := r.u()
+			if nh > maxString {
+				return fmt.Errorf("%w: %d handles", errCorrupt, nh)
+			}
+			task.Handles = nil
+			if nh > 0 {
+				task.Handles = make([]Access, 0, nh)
+			}
+			for range nh {
+				a := Access{Handle: r.u(), Mode: uint8(r.u()), Size: r.u()}
+				a.Name = names[r.u()]
+				task.Handles = append(task.Handles, a)
+			}
+			task.Submitted = true
+		case kindReady:
+			task := b.task(r.u())
+			task.Ready = r.i()
+		case kindRun:
+			task := b.task(r.u())
+			task.Worker = int(r.i())
+			task.Start, task.End = r.i(), r.i()
+			task.Footprint = uint32(r.u())
+			task.Failed = r.u()&flagFailed != 0
+			task.Ran = true
+		case kindEdge:
+			from, to := r.u(), r.u()
+			r.i()
+			r.i()
+			r.i()
+			b.edge(from, to)
+		case kindXfer:
+			x := Transfer{Src: int(r.u()), Dst: int(r.u()), Bytes: r.u(), Handle: r.u(), Start: r.i(), End: r.i()}
+			x.Failed = r.u()&flagFailed != 0
+			t.Transfers = append(t.Transfers, x)
+		case kindWorker:
+			w := Worker{ID: int(r.u()), Node: int(r.i()), Arch: r.str()}
+			w.Name = r.str()
+			b.worker(w)
+		case kindNode:
+			n := Node{ID: int(r.u()), Name: r.str()}
+			b.node(n)
+		case kindEnd:
+			if r.err == nil {
+				t.Complete = true
+			}
+		default:
+			return fmt.Errorf("%w: unknown record kind %d", errCorrupt, k)
+		}
+		if r.err != nil {
+			if errors.Is(r.err, errTruncated) {
+				return nil
+			}
+			return r.err
+		}
+	}
+}

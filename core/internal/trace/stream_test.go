@@ -1,0 +1,387 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memFile is an in-memory trace file.
+type memFile struct {
+	bytes.Buffer
+	closed bool
+}
+
+func (m *memFile) Close() error { m.closed = true; return nil }
+
+const origin = 1_000_000 // the producers' clock at time 0
+
+// record writes a small run through a stream: a task released by
+// another, a synchronisation task, a transfer.
+func record(s *Stream) {
+	s.Submit(&SubmitEvent{ID: 1, Name: "a", Codelet: "gemm", Model: "m", Time: origin + 10, Priority: 3, Tag: 7, HasTag: true, Flops: 2e9,
+		Iter: [2]int64{4, 9}, NIter: 2, Handles: []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64, Name: "A"}, {Handle: 6, Mode: ModeR, Size: 32}}})
+	s.Submit(&SubmitEvent{ID: 2, Name: "b[0]", Codelet: "gemm", Time: origin + 20, Handles: []Access{{Handle: 5, Mode: ModeR, Size: 64, Name: "A"}}})
+	s.Submit(&SubmitEvent{ID: 3, Name: "sync", Time: origin + 25})
+	s.Ready(1, origin+30)
+	s.Transfer(Transfer{Src: 0, Dst: 1, Bytes: 64, Handle: 5, Start: origin + 35, End: origin + 40})
+	s.Run(1, 0, origin+40, origin+100, 0xbeef, false)
+	s.Edge(1, 2, 0, origin+40, origin+100)
+	s.Edge(1, 3, 0, origin+40, origin+100)
+	s.Ready(2, origin+110)
+	s.Run(2, 1, origin+120, origin+150, 0xbeef, true)
+}
+
+func wantTrace(format string) *Trace {
+	return &Trace{
+		Origin:  42,
+		Workers: []Worker{{ID: 0, Name: "w0", Node: 0, Arch: "cpu"}, {ID: 1, Name: "w1", Node: 1, Arch: "opencl"}},
+		Nodes:   []Node{{ID: 0, Name: "RAM"}, {ID: 1, Name: "opencl_0"}},
+		Tasks: []*Task{
+			{ID: 1, Name: "a", Codelet: "gemm", Model: "m", Priority: 3, Tag: 7, HasTag: true, Flops: 2e9, Iter: []int64{4, 9},
+				Handles:   []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64, Name: "A"}, {Handle: 6, Mode: ModeR, Size: 32}},
+				Submitted: true, Ran: true, Submit: 10, Ready: 30, Worker: 0, Start: 40, End: 100, Footprint: 0xbeef},
+			{ID: 2, Name: "b[0]", Codelet: "gemm", Handles: []Access{{Handle: 5, Mode: ModeR, Size: 64, Name: "A"}}, Preds: []uint64{1},
+				Submitted: true, Ran: true, Submit: 20, Ready: 110, Worker: 1, Start: 120, End: 150, Footprint: 0xbeef, Failed: true},
+			{ID: 3, Name: "sync", Preds: []uint64{1}, Submitted: true, Submit: 25, Worker: -1},
+		},
+		Transfers: []Transfer{{Src: 0, Dst: 1, Bytes: 64, Handle: 5, Start: 35, End: 40}},
+		Complete:  true,
+		Format:    format,
+	}
+}
+
+func TestStreamRoundTrip(t *testing.T) {
+	workers := []Worker{{ID: 0, Name: "w0", Node: 0, Arch: "cpu"}, {ID: 1, Name: "w1", Node: 1, Arch: "opencl"}}
+	nodes := []Node{{ID: 0, Name: "RAM"}, {ID: 1, Name: "opencl_0"}}
+	for _, tc := range []struct {
+		format Format
+		name   string
+	}{{Native, "native"}, {Chrome, "json"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var f memFile
+			s, err := NewStream(&f, origin, 42)
+			if err != nil {
+				t.Fatal(err)
+			}
+			record(s)
+			if err := s.Close(workers, nodes); err != nil {
+				t.Fatal(err)
+			}
+			if !f.closed {
+				t.Error("Close did not close the file")
+			}
+			s.Run(9, 0, 1, 2, 0, false) // after Close: ignored
+			file := f.Bytes()
+			if tc.format == Chrome {
+				var j bytes.Buffer
+				if err := ConvertChrome(&j, bytes.NewReader(file)); err != nil {
+					t.Fatal(err)
+				}
+				file = j.Bytes()
+			}
+			got, err := Read(bytes.NewReader(file))
+			if err != nil {
+				t.Fatalf("Read: %v\n%s", err, f.String())
+			}
+			want := wantTrace(tc.name)
+			if !reflect.DeepEqual(got, want) {
+				for i := range min(len(got.Tasks), len(want.Tasks)) {
+					if !reflect.DeepEqual(got.Tasks[i], want.Tasks[i]) {
+						t.Errorf("task %d:\n got %+v\nwant %+v", i, got.Tasks[i], want.Tasks[i])
+					}
+				}
+				t.Fatalf("read back\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
+}
+
+// blockedFile stalls writes until release is closed.
+type blockedFile struct {
+	release chan struct{}
+	mu      sync.Mutex
+	n       int
+}
+
+func (b *blockedFile) Write(p []byte) (int, error) {
+	<-b.release
+	b.mu.Lock()
+	b.n += len(p)
+	b.mu.Unlock()
+	return len(p), nil
+}
+func (b *blockedFile) Close() error { return nil }
+
+// A producer faster than the disk waits for it instead of buffering
+// without bound, and loses nothing.
+func TestStreamBoundedMemory(t *testing.T) {
+	f := &blockedFile{release: make(chan struct{})}
+	// The native header is written at once: let it through.
+	go func() { f.release <- struct{}{} }()
+	s, err := NewStream(f, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100_000 // about 1 MB of records, 4 times the buffers
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			s.Run(uint64(i), 0, int64(i), int64(i+1), 0, false)
+		}
+	}()
+	select {
+	case <-done:
+		t.Fatal("the producer wrote 1 MB through a stalled file: the stream buffers without bound")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(f.release)
+	<-done
+	if err := s.Close(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failingFile fails every write after the header.
+type failingFile struct{ writes int }
+
+func (f *failingFile) Write(p []byte) (int, error) {
+	f.writes++
+	if f.writes > 1 {
+		return 0, errors.New("disk full")
+	}
+	return len(p), nil
+}
+func (f *failingFile) Close() error { return nil }
+
+func TestStreamWriteError(t *testing.T) {
+	s, err := NewStream(&failingFile{}, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50_000 { // several chunks: the writer fails, producers go on
+		s.Ready(uint64(i), int64(i))
+	}
+	if err := s.Close(nil, nil); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Close = %v, want the write error", err)
+	}
+}
+
+// A trace cut anywhere reads up to its last whole record.
+func TestReadTruncated(t *testing.T) {
+	var f memFile
+	s, err := NewStream(&f, origin, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(s)
+	if err := s.Close(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	full := f.Bytes()
+	for cut := len(Magic) + 1; cut < len(full); cut++ {
+		got, err := Read(bytes.NewReader(full[:cut]))
+		if err != nil {
+			t.Fatalf("cut at %d of %d: %v", cut, len(full), err)
+		}
+		if got.Complete {
+			t.Fatalf("cut at %d of %d: read as complete", cut, len(full))
+		}
+	}
+	got, err := Read(bytes.NewReader(full))
+	if err != nil || !got.Complete || len(got.Tasks) != 3 {
+		t.Fatalf("whole trace: %v, complete %v, %d tasks", err, got != nil && got.Complete, len(got.Tasks))
+	}
+}
+
+func TestReadRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"empty", "", "empty file"},
+		{"text", "hello", "neither a native trace"},
+		{"bad json", `{"traceEvents": [`, "corrupt trace"},
+		{"unknown record", Magic + "\x00\x63", "unknown record kind 99"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Read(strings.NewReader(tc.in))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Read = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// WriteTrace's documents (no job numbers) read too.
+func TestReadWriteTraceDocument(t *testing.T) {
+	var b bytes.Buffer
+	evs := []Event{{Worker: 0, Name: "a", Start: 1000, End: 3000}, {Worker: 1, Name: "b", Start: 2000, End: 2500, Iter: [2]int64{1}, NIter: 1}}
+	if err := WriteChrome(&b, []Worker{{ID: 0, Name: "w0"}, {ID: 1, Name: "w1"}}, evs); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Read(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Tasks) != 2 || !tr.Complete || len(tr.Workers) != 2 || tr.Workers[1].Name != "w1" {
+		t.Fatalf("read %+v", tr)
+	}
+	if x := tr.Tasks[1]; x.Name != "b" || x.Worker != 1 || x.End-x.Start != 500 || !x.Ran || len(x.Iter) != 1 {
+		t.Errorf("task b read as %+v", x)
+	}
+}
+
+func TestFormatOf(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		want Format
+		err  bool
+	}{
+		{"run.json", Chrome, false},
+		{"RUN.JSON", Chrome, false},
+		{"run.trace", Native, false},
+		{"run", Native, false},
+		{"run.svg", 0, true},
+		{"dag.dot", 0, true},
+		{"tasks.rec", 0, true},
+	} {
+		got, err := FormatOf(tc.path)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("FormatOf(%q) = %v, %v; want %v, error %v", tc.path, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func BenchmarkStreamRun(b *testing.B) {
+	s, err := NewStream(nopFile{io.Discard}, 0, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range b.N {
+		s.Run(uint64(i), 0, int64(i), int64(i)+10, 0, false)
+	}
+	if err := s.Close(nil, nil); err != nil {
+		b.Fatal(err)
+	}
+}
+
+type nopFile struct{ io.Writer }
+
+func (nopFile) Close() error { return nil }
+
+// BenchmarkStreamTask records what one task of a chain costs: its
+// submission, ready, run and edge records.
+func BenchmarkStreamTask(b *testing.B) {
+	s, err := NewStream(nopFile{io.Discard}, 0, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := []Access{{Handle: 1, Mode: ModeR | ModeW, Size: 4}}
+	for i := range b.N {
+		task(s, uint64(i), hs)
+	}
+	if err := s.Close(nil, nil); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func task(s *Stream, id uint64, hs []Access) {
+	t := int64(id)
+	s.Submit(&SubmitEvent{ID: id, Name: "empty", Codelet: "empty", Time: t, Handles: hs})
+	s.Ready(id, t)
+	s.Run(id, 0, t, t+10, 0, false)
+	s.Edge(id, id+1, 0, t, t+10)
+}
+
+// BenchmarkConvertChrome is the conversion of one such task to JSON, as
+// Close does for a .json file.
+func BenchmarkConvertChrome(b *testing.B) {
+	var f memFile
+	s, err := NewStream(&f, 0, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := []Access{{Handle: 1, Mode: ModeR | ModeW, Size: 4}}
+	for i := range b.N {
+		task(s, uint64(i), hs)
+	}
+	if err := s.Close(nil, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	if err := ConvertChrome(io.Discard, bytes.NewReader(f.Bytes())); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// Create writes .json files as Chrome JSON once closed, and refuses to
+// start where it cannot write.
+func TestCreate(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, file, format string
+	}{{"native", "run.trace", "native"}, {"json", "run.json", "json"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.file)
+			s, err := Create(path, origin, 42)
+			if err != nil {
+				t.Fatal(err)
+			}
+			record(s)
+			if err := s.Close([]Worker{{ID: 0, Name: "w0"}, {ID: 1, Name: "w1"}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			tr, err := ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Format != tc.format || !tr.Complete || len(tr.Tasks) != 3 {
+				t.Errorf("read back as %s, complete %v, %d tasks", tr.Format, tr.Complete, len(tr.Tasks))
+			}
+			left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp"))
+			if len(left) > 0 {
+				t.Errorf("temporary files left: %v", left)
+			}
+		})
+	}
+	if _, err := Create(filepath.Join(dir, "none", "t.json"), 0, 0); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "none", "t.json")) {
+		t.Errorf("Create in a missing directory: %v; want an error naming the file", err)
+	}
+}
+
+// A native trace cut short converts to JSON up to where it stops.
+func TestConvertChromeTruncated(t *testing.T) {
+	var f memFile
+	s, err := NewStream(&f, origin, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(s)
+	if err := s.Close(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	full := f.Bytes()
+	for _, cut := range []int{len(Magic) + 1, len(full) / 2, len(full) - 1} {
+		var j bytes.Buffer
+		if err := ConvertChrome(&j, bytes.NewReader(full[:cut])); err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		tr, err := Read(&j)
+		if err != nil {
+			t.Fatalf("cut at %d: the JSON does not read: %v", cut, err)
+		}
+		if tr.Complete {
+			t.Errorf("cut at %d: read as complete", cut)
+		}
+	}
+	if err := ConvertChrome(io.Discard, strings.NewReader(`{"traceEvents":[]}`)); err == nil {
+		t.Error("ConvertChrome took JSON for a native trace")
+	}
+}

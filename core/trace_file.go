@@ -1,0 +1,102 @@
+package core
+
+// Trace files read back, for `starpu trace`; design note:
+// docs/design/tracing.md.
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/starpu-go/starpu/core/internal/trace"
+)
+
+// TraceFile is a trace file read back (Options.TraceFile, $STARPU_TRACE,
+// in either format): what `starpu trace` summarises and draws.
+type TraceFile struct {
+	t   *trace.Trace
+	sum trace.Summary
+}
+
+// ReadTraceFile reads the trace in file path, native or Chrome JSON. A
+// trace the runtime did not close (it crashed, or still runs) reads up to
+// its last whole record; Complete says which.
+func ReadTraceFile(path string) (*TraceFile, error) {
+	t, err := trace.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read trace: %w", err)
+	}
+	return &TraceFile{t: t, sum: t.Summarize()}, nil
+}
+
+// TraceSummary is the gist of a trace: the figures `starpu trace
+// summary` starts with.
+type TraceSummary struct {
+	// Tasks counts the tasks submitted or run, Ran those that ran on a
+	// worker, Transfers the copies between memory nodes.
+	Tasks, Ran, Failed, Transfers int
+	// Workers counts the timeline rows.
+	Workers int
+	// Makespan runs from the first task's start to the last one's end.
+	Makespan time.Duration
+	// CriticalPath is the longest chain of dependent tasks weighted by
+	// their execution times, CriticalTasks its length in tasks.
+	CriticalPath  time.Duration
+	CriticalTasks int
+	// Efficiency is the workers' executing time over Makespan times
+	// Workers.
+	Efficiency float64
+	// Codelets is the number of tasks per codelet.
+	Codelets map[string]int
+	// Complete: the runtime closed the trace.
+	Complete bool
+}
+
+// Summary returns the trace's figures.
+func (f *TraceFile) Summary() TraceSummary {
+	s := f.sum
+	out := TraceSummary{Tasks: s.Tasks, Ran: s.Ran, Failed: s.Failed, Transfers: len(f.t.Transfers), Workers: len(s.Workers),
+		Makespan: time.Duration(s.Makespan), CriticalPath: time.Duration(s.CriticalPath), CriticalTasks: len(s.CriticalTasks),
+		Efficiency: s.Efficiency, Codelets: map[string]int{}, Complete: f.t.Complete}
+	for _, c := range s.Codelets {
+		out.Codelets[c.Name] = c.Count
+	}
+	return out
+}
+
+// WriteSummary prints the summary: per worker its executing and idle
+// time, per codelet its count and times, the critical path against the
+// makespan, the parallel efficiency, and the transfers per bus link.
+func (f *TraceFile) WriteSummary(w io.Writer) error { return f.t.WriteSummary(w, f.sum) }
+
+// WriteSVG draws the trace as a self-contained SVG Gantt chart: one row
+// per worker and per bus link, tasks coloured by codelet, idle gaps, the
+// critical path outlined in red.
+func (f *TraceFile) WriteSVG(w io.Writer, title string) error {
+	return f.t.WriteSVG(w, f.sum, trace.SVGOptions{Title: title})
+}
+
+// WriteHTML writes an HTML page holding the chart (zoomable) and the
+// summary; it loads nothing from the network.
+func (f *TraceFile) WriteHTML(w io.Writer, title string) error {
+	return f.t.WriteHTML(w, f.sum, trace.SVGOptions{Title: title})
+}
+
+// WriteDot writes the task graph in Graphviz's dot language, as StarPU's
+// dag.dot, the critical path in red.
+func (f *TraceFile) WriteDot(w io.Writer) error { return f.t.WriteDot(w, f.sum) }
+
+// WriteTasksRec writes the tasks in StarPU's tasks.rec format.
+func (f *TraceFile) WriteTasksRec(w io.Writer) error { return f.t.WriteTasksRec(w) }
+
+// ConvertTraceToJSON reads a native trace from src and writes it to dst as
+// Chrome/Perfetto trace-event JSON, the document a .json trace file holds
+// after Shutdown. It streams: its memory holds the tasks submitted and not
+// yet run at each point of the trace. A trace cut short (a crashed run)
+// converts up to its last whole record.
+func ConvertTraceToJSON(dst io.Writer, src io.Reader) error {
+	if err := trace.ConvertChrome(dst, src); err != nil {
+		return fmt.Errorf("convert trace: %w", err)
+	}
+	return nil
+}

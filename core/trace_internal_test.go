@@ -1,0 +1,54 @@
+package core
+
+import (
+	"io"
+	"testing"
+
+	"github.com/starpu-go/starpu/core/internal/trace"
+)
+
+type discardFile struct{ io.Writer }
+
+func (discardFile) Close() error { return nil }
+
+// BenchmarkTraceHooks is what tracing adds to one task of a chain on the
+// runtime's side: the submit, ready, run and edge hooks, with a native
+// stream to nowhere.
+func BenchmarkTraceHooks(b *testing.B) {
+	s, err := trace.NewStream(discardFile{io.Discard}, 0, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := &Runtime{}
+	rt.trace = &tracer{stream: s}
+	h := &Handle{id: 7, size: 4}
+	cl := &Codelet{Name: "empty", Modes: []Mode{RW}}
+	prev := &job{id: 1, worker: 0, task: &Task{Codelet: cl, Handles: []*Handle{h}}, modes: cl.Modes}
+	b.ReportAllocs()
+	b.ResetTimer()
+	j := &job{worker: 1, task: prev.task, modes: cl.Modes}
+	for i := range b.N {
+		j.id = uint64(i + 2)
+		rt.trace.submit(rt, j)
+		rt.trace.edge(prev, j, true)
+		rt.trace.ready(j, true)
+		rt.traceTask(1, j, int64(i), int64(i)+10, false)
+		rt.trace.flushRound()
+	}
+	b.StopTimer()
+	if err := s.Close(nil, nil); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// With nothing observed the runtime keeps no tracer: every hook is one nil
+// check.
+func TestNoTracerByDefault(t *testing.T) {
+	rt := &Runtime{getenv: func(string) string { return "" }}
+	if err := rt.initTrace(Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if rt.trace != nil {
+		t.Fatal("a tracer with nothing to observe")
+	}
+}

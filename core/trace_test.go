@@ -1,0 +1,379 @@
+package core_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/shm"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/cpudriver"
+	"github.com/starpu-go/starpu/plugins/driver-cpu/kernels"
+	"github.com/starpu-go/starpu/plugins/sched-ws/ws"
+)
+
+// env is an Options.Getenv over a map.
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// A trace asked for by $STARPU_TRACE or Options.TraceFile holds every
+// task with its times, handles and the dependencies that released it, in
+// either format, and is complete once Shutdown returns.
+func TestTraceFile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file string
+		how  string // env or option
+	}{
+		{"native by env", "run.trace", "env"},
+		{"json by env", "run.json", "env"},
+		{"native by option", "run", "option"},
+		{"one file per MPI rank", "run.trace", "rank"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), tc.file)
+			opt := core.Options{Config: testConfig(pluginDir)}
+			switch tc.how {
+			case "env":
+				opt.Getenv = env(map[string]string{core.EnvTrace: path})
+			case "rank":
+				opt.Getenv = env(map[string]string{core.EnvTrace: path, "OMPI_COMM_WORLD_RANK": "3"})
+				path = strings.TrimSuffix(path, ".trace") + ".rank3.trace"
+			default:
+				opt.TraceFile = path
+			}
+			rt, err := core.Init(context.Background(), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Fatalf("the trace file is not created at Init: %v", err)
+			}
+			x := make([]float32, 16)
+			h, err := core.RegisterVector(rt, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.SetName("x")
+			const chain = 5
+			var ids []uint64
+			var last *core.Task
+			for i := range chain {
+				last = &core.Task{Codelet: scalOnCPU, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode(), Priority: i}
+				if err := rt.Submit(last); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, last.ID())
+			}
+			sync := &core.Task{Name: "barrier"}
+			if err := rt.DeclareDeps(sync, last); err != nil {
+				t.Fatal(err)
+			}
+			if err := rt.Submit(sync); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Unregister(); err != nil {
+				t.Fatal(err)
+			}
+			if err := rt.Shutdown(); err != nil {
+				t.Fatal(err)
+			}
+			tf, err := core.ReadTraceFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := tf.Summary()
+			if !s.Complete || s.Ran != chain || s.Tasks != chain+1 || s.Workers != 2 || s.Codelets["scal_cpu"] != chain {
+				t.Fatalf("summary %+v: want complete, %d runs of scal_cpu and a sync task, 2 workers", s, chain)
+			}
+			if s.CriticalTasks != chain {
+				t.Errorf("critical path of %d tasks, want the chain of %d", s.CriticalTasks, chain)
+			}
+			var rec strings.Builder
+			if err := tf.WriteTasksRec(&rec); err != nil {
+				t.Fatal(err)
+			}
+			recs := strings.Split(strings.TrimSpace(rec.String()), "\n\n")
+			if len(recs) != chain+1 {
+				t.Fatalf("%d records in tasks.rec, want %d:\n%s", len(recs), chain+1, rec.String())
+			}
+			for i, r := range recs[:chain] {
+				f := fields(r)
+				if f["Name"] != "scal_cpu" || f["JobId"] != itoa(ids[i]) || f["Modes"] != "RW" || f["Sizes"] != "64" || f["Priority"] != itoa(uint64(i)) {
+					t.Errorf("task %d: %v", i, f)
+				}
+				if i > 0 && f["DependsOn"] != itoa(ids[i-1]) {
+					t.Errorf("task %d depends on %q, want %d", i, f["DependsOn"], ids[i-1])
+				}
+				times := []string{f["SubmitTime"], f["ReadyTime"], f["StartTime"], f["EndTime"]}
+				for k := 1; k < len(times); k++ {
+					if atof(t, times[k]) < atof(t, times[k-1]) {
+						t.Errorf("task %d: times out of order: submit, ready, start, end = %v", i, times)
+					}
+				}
+			}
+			if f := fields(recs[chain]); f["Name"] != "barrier" || f["WorkerId"] != "" || f["DependsOn"] != itoa(ids[chain-1]) {
+				t.Errorf("the synchronisation task: %v", f)
+			}
+		})
+	}
+}
+
+func fields(rec string) map[string]string {
+	m := map[string]string{}
+	for _, l := range strings.Split(rec, "\n") {
+		k, v, _ := strings.Cut(l, ": ")
+		m[k] = v
+	}
+	return m
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+func atof(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("time %q: %v", s, err)
+	}
+	return v
+}
+
+// A trace file that cannot be created fails Init, naming it, before any
+// plugin starts; so does one named like a picture.
+func TestTraceFileBad(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"no such directory", filepath.Join(dir, "missing", "t.trace"), filepath.Join(dir, "missing", "t.trace")},
+		{"a directory", dir, dir},
+		{"a picture", filepath.Join(dir, "t.svg"), "starpu trace view"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt, err := core.Init(context.Background(), core.Options{Config: testConfig(pluginDir), TraceFile: tc.path})
+			if err == nil {
+				rt.Shutdown()
+				t.Fatal("Init succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Init: %v; want it to name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// startTraced runs one CPU worker and a memDevice, with env.
+func startTraced(t *testing.T, vars map[string]string, traceFile string) *core.Runtime {
+	t.Helper()
+	cfg := testConfig(pluginDir)
+	cfg.NCPU = 1
+	dev := &memDevice{capacity: 1 << 20, bufs: map[uint64][]byte{}}
+	rt, err := core.Init(context.Background(), core.Options{
+		Config:    cfg,
+		Getenv:    env(vars),
+		TraceFile: traceFile,
+		Drivers: []core.DriverFactory{
+			func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+				return cpudriver.New(a, log, cpudriver.WithKernels(kernels.Library()...)), nil
+			},
+			func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+				dev.arena = a
+				return dev, nil
+			},
+		},
+		Scheduler: func(a *shm.Arena, log hclog.Logger) (sched.Scheduler, error) {
+			return sched.NewHost(a, ws.New(), base.Info{Name: "ws", Version: "test"}), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Shutdown() })
+	return rt
+}
+
+// Copies between memory nodes appear in the trace and in the bus
+// statistics; STARPU_WORKER_STATS counts each worker's tasks.
+func TestTraceTransfersAndStats(t *testing.T) {
+	dir := t.TempDir()
+	path, busFile, workerFile := filepath.Join(dir, "t.trace"), filepath.Join(dir, "bus.txt"), filepath.Join(dir, "workers.txt")
+	rt := startTraced(t, map[string]string{
+		core.EnvBusStats: "1", core.EnvBusStatsFile: busFile,
+		core.EnvWorkerStats: "1", core.EnvWorkerStatsFile: workerFile,
+	}, path)
+	x := make([]float32, 10)
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scalOnDev := &core.Codelet{Name: "scal_dev", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.RW}}
+	for i := range 4 {
+		cl := scalOnCPU
+		if i%2 == 1 {
+			cl = scalOnDev
+		}
+		scal(t, rt, cl, h, 2)
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	tf, err := core.ReadTraceFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In, out, in, out: 4 copies of 40 bytes.
+	if s := tf.Summary(); s.Transfers != 4 || s.Ran != 4 {
+		t.Errorf("%d transfers and %d tasks in the trace, want 4 and 4", s.Transfers, s.Ran)
+	}
+	var sum strings.Builder
+	if err := tf.WriteSummary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	links := 0
+	for _, l := range strings.Split(sum.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && (f[0] == "RAM" || f[0] == "opencl_0") && f[1] == "->" {
+			links++
+			if f[3] != "2" || f[4] != "80" {
+				t.Errorf("bus link line %q: want 2 transfers of 80 bytes in all", l)
+			}
+		}
+	}
+	if links != 2 {
+		t.Errorf("summary has %d bus links, want RAM -> opencl_0 and back:\n%s", links, sum.String())
+	}
+	bus, err := os.ReadFile(busFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Data transfer stats:", "RAM -> opencl_0", "(transfers : 2 - avg", "opencl_0 -> RAM"} {
+		if !strings.Contains(string(bus), want) {
+			t.Errorf("bus statistics lack %q:\n%s", want, bus)
+		}
+	}
+	ws, err := os.ReadFile(workerFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(ws), "\t2 task(s)") != 2 || !strings.Contains(string(ws), "Global time split") {
+		t.Errorf("worker statistics: want 2 tasks on each worker:\n%s", ws)
+	}
+}
+
+// STARPU_PROFILING=1 turns profiling on; a value that is not a number
+// fails Init, naming the variable.
+func TestProfilingEnv(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		on      bool
+		initErr bool
+	}{{"1", true, false}, {"0", false, false}, {"", false, false}, {"yes", false, true}} {
+		t.Run(tc.value, func(t *testing.T) {
+			rt, err := core.Init(context.Background(), core.Options{Config: testConfig(pluginDir), Getenv: env(map[string]string{core.EnvProfiling: tc.value})})
+			if tc.initErr {
+				if err == nil || !strings.Contains(err.Error(), core.EnvProfiling) {
+					t.Fatalf("Init = %v, want an error naming %s", err, core.EnvProfiling)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Shutdown()
+			task := &core.Task{Name: "nothing", Synchronous: true}
+			if err := rt.Submit(task); err != nil {
+				t.Fatal(err)
+			}
+			p, err := rt.Profiling(task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if on := !p.Submitted.IsZero(); on != tc.on {
+				t.Errorf("submission time recorded: %v, want %v", on, tc.on)
+			}
+		})
+	}
+}
+
+// Progress counts the tasks run and in flight, and says when Shutdown began.
+func TestProgress(t *testing.T) {
+	rt, err := core.Init(context.Background(), core.Options{Config: testConfig(pluginDir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, 4)
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		scal(t, rt, scalOnCPU, h, 2)
+	}
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+	if p := rt.Progress(); p != (core.Progress{Done: 3}) {
+		t.Errorf("Progress = %+v, want 3 done, none in flight", p)
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if p := rt.Progress(); !p.Stopped {
+		t.Errorf("Progress after Shutdown = %+v, want Stopped", p)
+	}
+}
+
+// BenchmarkTraceChain is bench overhead's chain by tags, one task per op,
+// with tracing off, to a native trace and to a JSON trace: their ratio is
+// what tracing costs the dependency chain.
+func BenchmarkTraceChain(b *testing.B) {
+	for _, tc := range []struct{ name, file string }{{"off", ""}, {"native", "t.trace"}, {"json", "t.json"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			opt := core.Options{Config: testConfig(pluginDir)}
+			if tc.file != "" {
+				opt.TraceFile = filepath.Join(b.TempDir(), tc.file)
+			}
+			rt, err := core.Init(context.Background(), opt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cl := &core.Codelet{Name: "empty", Kernels: map[driver.Arch]string{driver.CPU: blasarg.Empty}}
+			tasks := make([]core.Task, b.N)
+			b.ResetTimer()
+			for i := 1; i < len(tasks); i++ {
+				if err := rt.DeclareTagDeps(core.TagID(i), core.TagID(i-1)); err != nil {
+					b.Fatal(err)
+				}
+				tasks[i] = core.Task{Codelet: cl, Tag: core.TagID(i), UseTag: true}
+				if err := rt.Submit(&tasks[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			tasks[0] = core.Task{Codelet: cl, Tag: 0, UseTag: true}
+			if err := rt.Submit(&tasks[0]); err != nil {
+				b.Fatal(err)
+			}
+			if err := rt.WaitForAll(); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer() // the run, not the conversion to JSON at Shutdown
+			if err := rt.Shutdown(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
