@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CORE_TEST_NOISY_HOST") != "" && os.Getenv(core.EnvKernelHost) != "" {
 		fmt.Println("a line before HostKernels") // what an application must not do
 	}
+	if os.Getenv("CORE_TEST_EMPTY_HOST") != "" {
+		core.HostKernels() // a host whose main reached Init without the kernels
+	}
 	core.HostKernels(hostedKernels()...)
 	if os.Getenv("CORE_TEST_CHILD") != "" {
 		os.Exit(childRuntime())

@@ -185,3 +185,18 @@ func TestKernelsNoisyHost(t *testing.T) {
 		}
 	}
 }
+
+// A host that reaches Init (or HostKernels) with no kernels, as a program
+// whose kernel list depends on something that differs between its runs
+// would, exits saying why, and Init reports it.
+func TestKernelsEmptyHost(t *testing.T) {
+	t.Setenv("CORE_TEST_EMPTY_HOST", "1") // read by TestMain in the child
+	rt, err := core.Init(context.Background(), core.Options{Config: testConfig(schedOnlyDir(t)), Kernels: hostedKernels()})
+	if err == nil {
+		rt.Shutdown()
+		t.Fatal("Init succeeded with a host that has no kernels")
+	}
+	if !strings.Contains(err.Error(), "reached core.Init with no Options.Kernels") {
+		t.Fatalf("Init: %v\nwant the host's own explanation", err)
+	}
+}

@@ -113,10 +113,6 @@ func (rt *Runtime) ProbePlugins(ctx context.Context) ([]PluginInfo, error) {
 			return nil, err
 		}
 	}
-	cands := make([]loader.Candidate, 0, len(byLabel))
-	for _, c := range byLabel {
-		cands = append(cands, c)
-	}
 	loaded := map[string]*loader.Plugin{}
 	for _, d := range rt.drivers {
 		if p, _ := d.current(); p != nil {
@@ -127,7 +123,7 @@ func (rt *Runtime) ProbePlugins(ctx context.Context) ([]PluginInfo, error) {
 		loaded[p.Path] = p
 	}
 	var out []PluginInfo
-	for _, c := range cands {
+	for _, c := range byLabel { // out is sorted below
 		pi := PluginInfo{Name: string(c.Kind) + "-" + c.Name, Kind: string(c.Kind), Path: c.Path}
 		if p, ok := loaded[c.Path]; ok {
 			pi.Version = p.Info.Version

@@ -62,11 +62,7 @@ func SchedPolicies(ctx context.Context, cfg *config.Config, log hclog.Logger) (_
 	if err != nil {
 		return nil, "", err
 	}
-	cands := make([]loader.Candidate, 0, len(byLabel))
-	for _, c := range byLabel {
-		cands = append(cands, c)
-	}
-	slices.SortFunc(cands, func(a, b loader.Candidate) int { return strings.Compare(a.Label(), b.Label()) })
+	cands := slices.SortedFunc(maps.Values(byLabel), func(a, b loader.Candidate) int { return strings.Compare(a.Label(), b.Label()) })
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}

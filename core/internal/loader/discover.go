@@ -147,7 +147,9 @@ func DiscoverPath(dirs []string) ([]Candidate, Search) {
 		case errors.Is(err, fs.ErrNotExist):
 			l.Note = "does not exist"
 		default:
-			l.Note = strings.TrimPrefix(strings.TrimPrefix(err.Error(), "plugin directory "+dir), ": ")
+			// Discover's errors name dir ("plugin directory DIR: ..." or
+			// "... DIR refused: ..."), which the Search already shows.
+			l.Note = strings.TrimLeft(strings.TrimPrefix(err.Error(), "plugin directory "+dir), ": ")
 		}
 		for _, c := range cs {
 			if !seen[c.Label()] {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -377,6 +378,46 @@ func TestLaunchOtherAPIVersion(t *testing.T) {
 	for _, want := range []string{"sched-oldapi", "another plugin API version", fmt.Sprintf("Plugin version: %d", base.APIVersion+1), "rebuild it"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+// DiscoverPath takes the first plugin of each name along the path, skips
+// directories that are absent or refused, and says what each one gave.
+func TestDiscoverPath(t *testing.T) {
+	root := t.TempDir()
+	mk := func(dir string, mode os.FileMode, plugins ...string) string {
+		d := filepath.Join(root, dir)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range plugins {
+			if err := os.WriteFile(filepath.Join(d, p), []byte("#!/bin/sh\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(d, mode); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	first := mk("first", 0o755, "sched-ws")
+	unsafe := mk("unsafe", 0o775, "sched-evil")
+	second := mk("second", 0o755, "sched-ws", "driver-cpu")
+	missing := filepath.Join(root, "missing")
+	cs, search := DiscoverPath([]string{first, missing, unsafe, second})
+	var got []string
+	for _, c := range cs {
+		got = append(got, c.Path)
+	}
+	want := []string{filepath.Join(second, "driver-cpu"), filepath.Join(first, "sched-ws")}
+	if !slices.Equal(got, want) {
+		t.Fatalf("candidates %q, want %q", got, want)
+	}
+	s := search.String()
+	for _, w := range []string{first + " (1 plugins)", missing + " (does not exist)", unsafe + " (refused: ", second + " (2 plugins)"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("search %q lacks %q", s, w)
 		}
 	}
 }
