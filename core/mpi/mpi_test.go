@@ -17,7 +17,7 @@ import (
 	"github.com/starpu-go/starpu/core"
 	"github.com/starpu-go/starpu/core/config"
 	"github.com/starpu-go/starpu/core/mpi"
-	"github.com/starpu-go/starpu/core/mpi/internal/mpirun"
+	"github.com/starpu-go/starpu/internal/mpirun"
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/kernel"

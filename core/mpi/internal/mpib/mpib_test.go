@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/starpu-go/starpu/core/mpi/internal/mpib"
-	"github.com/starpu-go/starpu/core/mpi/internal/mpirun"
+	"github.com/starpu-go/starpu/internal/mpirun"
 )
 
 func TestMain(m *testing.M) {
