@@ -18,3 +18,15 @@ func (h *Handle) LocalWritten() {
 	}
 	h.mu.Unlock()
 }
+
+// ReductionMethods are the codelets SetReductionMethods gave the handle,
+// or nils when it has none: core/mpi runs them to combine the REDUX
+// contributions of several ranks.
+func (h *Handle) ReductionMethods() (redux, init *Codelet) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.acc == nil || h.acc.red == nil {
+		return nil, nil
+	}
+	return h.acc.red.redCl, h.acc.red.initCl
+}

@@ -16,7 +16,7 @@ import (
 // StarPU's cholesky_implicit: the tasks are submitted in sequential order and
 // the runtime finds the parallelism from their data accesses.
 func cholesky(ctx context.Context, args []string, out io.Writer) error {
-	c := newCmd("run cholesky", "[flags]", "Factorise a symmetric positive definite matrix in tiles (StarPU's\ncholesky_implicit) and check the factor by its residual.")
+	c := newCmd("run cholesky", "[flags]", "Factorise a symmetric positive definite matrix in tiles (StarPU's\ncholesky_implicit) and check the factor by its residual; with --mpi, over the\nranks of an MPI job (StarPU's mpi_cholesky: mpirun -np N starpu run cholesky --mpi).")
 	var rf runtimeFlags
 	rf.register(c.FlagSet)
 	fs := c.FlagSet
@@ -26,6 +26,8 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	check := fs.Bool("check", true, "verify the factor with a residual check")
 	retryable := fs.Bool("retryable", false, "mark the codelets Retryable: the runtime snapshots each task's read-write tile, so that a task whose driver plugin dies is run again on the restarted driver")
 	layout := fs.String("layout", "partition", "partition: one matrix cut into tiles by a filter (StarPU's cholesky_implicit); async: the same through a partition plan submitted with the tasks, gathered back asynchronously; contiguous: each tile allocated apart (cholesky_tile_tag)")
+	var mf choleskyMPIFlags
+	mf.register(fs)
 	if err := c.parse(args, out); err != nil {
 		return err
 	}
@@ -41,6 +43,9 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *size%*nblocks != 0 {
 		return usagef("cholesky: size (%d) must be a positive multiple of nblocks (%d)", *size, *nblocks)
+	}
+	if mf.wanted() {
+		return mf.run(ctx, &rf, choleskyMPIArgs{precision: *precision, size: *size, nblocks: *nblocks, check: *check, retryable: *retryable}, out)
 	}
 	rt, err := rf.start(ctx)
 	if err != nil {
@@ -87,6 +92,76 @@ type choleskyKernels struct {
 	retryable               bool
 }
 
+// choleskyCodelets are the codelets of the tiled Cholesky, for one
+// precision.
+type choleskyCodelets struct {
+	potrf, trsm, syrk, gemm *core.Codelet
+}
+
+// codelets builds the codelets of ks's kernels.
+func (ks choleskyKernels) codelets() choleskyCodelets {
+	// The BLAS 3 kernels also run on OpenCL and CUDA devices (driver-opencl
+	// and driver-cuda host them under the same names). The device kernels
+	// only queue work, so they are flagged asynchronous: a device keeps a
+	// few in flight.
+	anywhere := func(k string, modes ...core.Mode) *core.Codelet {
+		return &core.Codelet{Name: k, Kernels: map[core.Arch]string{core.CPU: k, core.OpenCL: k, core.CUDA: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable,
+			ImplFlags: map[core.Arch][]core.ImplFlag{core.OpenCL: {core.ImplAsync}, core.CUDA: {core.ImplAsync}}}
+	}
+	// The factorisation of diagonal tiles runs on CPUs and, through
+	// cuSOLVER, on GPUs: driver-cuda lists potrf only when cuSOLVER loaded,
+	// so without it the codelet is CPU-only. (driver-opencl has no potrf.)
+	// On a GPU the diagonal tile then never travels back to RAM, which
+	// StarPU's own example also does with cuSOLVER.
+	potrf := &core.Codelet{Name: ks.potrf, Kernels: map[core.Arch]string{core.CPU: ks.potrf, core.CUDA: ks.potrf}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel, Retryable: ks.retryable,
+		ImplFlags: map[core.Arch][]core.ImplFlag{core.CUDA: {core.ImplAsync}}}
+	trsm := anywhere(ks.trsm, core.R, core.RW)
+	syrk := anywhere(ks.syrk, core.R, core.RW)
+	gemm := anywhere(ks.gemm, core.R, core.R, core.RW)
+	return choleskyCodelets{potrf: potrf, trsm: trsm, syrk: syrk, gemm: gemm}
+}
+
+// walk submits the tasks of the factorisation of the lower tiles handles
+// (handles[m][k] is tile (m, k)) in sequential order, through submit: the
+// single-node run submits them, the MPI run inserts them on every rank.
+func (cls choleskyCodelets) walk(handles [][]*core.Handle, submit func(cl *core.Codelet, arg []byte, prio int, hs ...*core.Handle) error) error {
+	nb := len(handles)
+	potrf, trsm, syrk, gemm := cls.potrf, cls.trsm, cls.syrk, cls.gemm
+	potrfArg := blasarg.PotrfArg{Lower: true}.Encode()
+	trsmArg := blasarg.TrsmArg{Right: true, Lower: true, Trans: true, Alpha: 1}.Encode()
+	syrkArg := blasarg.SyrkArg{Lower: true, Alpha: -1, Beta: 1}.Encode()
+	gemmArg := blasarg.GemmArg{TransB: true, Alpha: -1, Beta: 1}.Encode()
+	for k := 0; k < nb; k++ {
+		if err := submit(potrf, potrfArg, 2, handles[k][k]); err != nil {
+			return err
+		}
+		for m := k + 1; m < nb; m++ {
+			prio := 0
+			if m == k+1 {
+				prio = 1
+			}
+			if err := submit(trsm, trsmArg, prio, handles[k][k], handles[m][k]); err != nil {
+				return err
+			}
+		}
+		for m := k + 1; m < nb; m++ {
+			for j := k + 1; j < m; j++ {
+				if err := submit(gemm, gemmArg, 0, handles[m][k], handles[j][k], handles[m][j]); err != nil {
+					return err
+				}
+			}
+			prio := 0
+			if m == k+1 {
+				prio = 1
+			}
+			if err := submit(syrk, syrkArg, prio, handles[m][k], handles[m][m]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 type choleskyResult struct {
 	perArch   map[core.Arch]int64
 	elapsed   time.Duration
@@ -107,25 +182,7 @@ func element(i, j, n int) float64 {
 
 func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, layout string, ks choleskyKernels) (res choleskyResult, err error) {
 	bs := n / nb
-	// The BLAS 3 kernels also run on OpenCL and CUDA devices (driver-opencl
-	// and driver-cuda host them under the same names). The device kernels
-	// only queue work, so they are flagged asynchronous: a device keeps a
-	// few in flight.
-	anywhere := func(k string, modes ...core.Mode) *core.Codelet {
-		return &core.Codelet{Name: k, Kernels: map[core.Arch]string{core.CPU: k, core.OpenCL: k, core.CUDA: k}, Modes: modes, Model: core.HistoryModel, Retryable: ks.retryable,
-			ImplFlags: map[core.Arch][]core.ImplFlag{core.OpenCL: {core.ImplAsync}, core.CUDA: {core.ImplAsync}}}
-	}
-	// The factorisation of diagonal tiles runs on CPUs and, through
-	// cuSOLVER, on GPUs: driver-cuda lists potrf only when cuSOLVER loaded,
-	// so without it the codelet is CPU-only. (driver-opencl has no potrf.)
-	// On a GPU the diagonal tile then never travels back to RAM, which
-	// StarPU's own example also does with cuSOLVER.
-	potrf := &core.Codelet{Name: ks.potrf, Kernels: map[core.Arch]string{core.CPU: ks.potrf, core.CUDA: ks.potrf}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel, Retryable: ks.retryable,
-		ImplFlags: map[core.Arch][]core.ImplFlag{core.CUDA: {core.ImplAsync}}}
-	trsm := anywhere(ks.trsm, core.R, core.RW)
-	syrk := anywhere(ks.syrk, core.R, core.RW)
-	gemm := anywhere(ks.gemm, core.R, core.R, core.RW)
-
+	cls := ks.codelets()
 	var tiles choleskyTiles[T]
 	defer func() {
 		if cerr := tiles.release(rt); cerr != nil && err == nil {
@@ -141,41 +198,11 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, l
 		return res, err
 	}
 	handles := tiles.handles
-	potrfArg := blasarg.PotrfArg{Lower: true}.Encode()
-	trsmArg := blasarg.TrsmArg{Right: true, Lower: true, Trans: true, Alpha: 1}.Encode()
-	syrkArg := blasarg.SyrkArg{Lower: true, Alpha: -1, Beta: 1}.Encode()
-	gemmArg := blasarg.GemmArg{TransB: true, Alpha: -1, Beta: 1}.Encode()
-	submit := func(cl *core.Codelet, arg []byte, prio int, hs ...*core.Handle) error {
-		return rt.Submit(&core.Task{Codelet: cl, Handles: hs, Arg: arg, Priority: prio})
-	}
 	start := time.Now()
-	for k := 0; k < nb; k++ {
-		if err := submit(potrf, potrfArg, 2, handles[k][k]); err != nil {
-			return res, err
-		}
-		for m := k + 1; m < nb; m++ {
-			prio := 0
-			if m == k+1 {
-				prio = 1
-			}
-			if err := submit(trsm, trsmArg, prio, handles[k][k], handles[m][k]); err != nil {
-				return res, err
-			}
-		}
-		for m := k + 1; m < nb; m++ {
-			for j := k + 1; j < m; j++ {
-				if err := submit(gemm, gemmArg, 0, handles[m][k], handles[j][k], handles[m][j]); err != nil {
-					return res, err
-				}
-			}
-			prio := 0
-			if m == k+1 {
-				prio = 1
-			}
-			if err := submit(syrk, syrkArg, prio, handles[m][k], handles[m][m]); err != nil {
-				return res, err
-			}
-		}
+	if err := cls.walk(handles, func(cl *core.Codelet, arg []byte, prio int, hs ...*core.Handle) error {
+		return rt.Submit(&core.Task{Codelet: cl, Handles: hs, Arg: arg, Priority: prio})
+	}); err != nil {
+		return res, err
 	}
 	if tiles.plan != nil {
 		// Gathered back with the tasks: nothing waits until WaitForAll.
@@ -187,7 +214,7 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, l
 		return res, err
 	}
 	res.elapsed = time.Since(start)
-	res.perArch = tasksPerArch(rt, potrf, trsm, syrk, gemm)
+	res.perArch = tasksPerArch(rt, cls.potrf, cls.trsm, cls.syrk, cls.gemm)
 	if !check {
 		return res, nil
 	}

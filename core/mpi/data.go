@@ -3,6 +3,7 @@ package mpi
 // Registered data and the communication cache.
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/starpu-go/starpu/core"
@@ -22,6 +23,9 @@ type datum struct {
 	// received, on another rank: this rank holds the owner's current
 	// value.
 	received bool
+	// contrib[r]: rank r, not the owner, holds a REDUX contribution to d
+	// not yet brought to the owner (Redux). Alike on every rank.
+	contrib []bool
 }
 
 // invalidate forgets every copy of d's value: it is being written.
@@ -60,7 +64,7 @@ func (c *Comm) Register(h *core.Handle, tag int64, owner int) error {
 	if d, ok := c.byH[h]; ok {
 		return fmt.Errorf("mpi: register %s with tag %d: already registered with tag %d", h, tag, d.tag)
 	}
-	d := &datum{h: h, tag: tag, owner: owner, sent: make([]bool, c.size)}
+	d := &datum{h: h, tag: tag, owner: owner, sent: make([]bool, c.size), contrib: make([]bool, c.size)}
 	c.byH[h], c.byTag[tag] = d, d
 	return nil
 }
@@ -91,14 +95,24 @@ func (c *Comm) Tag(h *core.Handle) (int64, bool) {
 // again) and unregisters it from the runtime (Handle.Unregister), after
 // the transfers and tasks using it. On the owner, the registered memory
 // then holds the final value; on other ranks, whatever copy they held.
+// REDUX contributions to h not yet reduced are reduced first (Redux): the
+// owner and the ranks that contributed must then all call Unregister at
+// the same point of the graph.
 func (c *Comm) Unregister(h *core.Handle) error {
+	var rerr error
 	c.mu.Lock()
-	if d, ok := c.byH[h]; ok {
+	d, ok := c.byH[h]
+	c.mu.Unlock()
+	if ok {
+		if c.pending(d) {
+			rerr = c.reduce(d)
+		}
+		c.mu.Lock()
 		delete(c.byH, h)
 		delete(c.byTag, d.tag)
+		c.mu.Unlock()
 	}
-	c.mu.Unlock()
-	return h.Unregister()
+	return errors.Join(rerr, h.Unregister())
 }
 
 // Flush forgets which ranks hold copies of h (StarPU's

@@ -18,6 +18,7 @@ type access struct {
 
 func (a access) reads() bool  { return a.mode&core.R != 0 }
 func (a access) writes() bool { return a.mode&core.W != 0 }
+func (a access) redux() bool  { return a.mode == core.Redux }
 
 // Insert is StarPU's starpu_mpi_task_insert: every rank calls it with the
 // same arguments, in the same order (from one goroutine, or ordered as if
@@ -34,11 +35,16 @@ func (a access) writes() bool { return a.mode&core.W != 0 }
 //     return a nil task;
 //   - data written for another owner goes back to its owner after the task.
 //
+// A REDUX access does not choose the rank: the task contributes to the
+// datum where it runs, and Redux combines the contributions on the
+// owner (see Redux). A non-REDUX access to a datum with contributions
+// pending on other ranks reduces them first.
+//
 // Every handle must be registered (Register): one that is not is an error
-// wrapping ErrNotRegistered, on every rank, and nothing is sent. REDUX
-// access is refused (errors.ErrUnsupported). The task's options that
-// concern the task itself (callbacks, tags, TaskDeps) hold on the rank
-// that runs it.
+// wrapping ErrNotRegistered, on every rank, and nothing is sent; so is a
+// REDUX access to a handle without reduction methods
+// (ErrNoReductionMethods). The task's options that concern the task
+// itself (callbacks, tags, TaskDeps) hold on the rank that runs it.
 func (c *Comm) Insert(cl *core.Codelet, args ...core.InsertArg) (*core.Task, error) {
 	return c.insert(-1, cl, args)
 }
@@ -88,6 +94,14 @@ func (c *Comm) insert(xrank int, cl *core.Codelet, args []core.InsertArg) (*core
 		exec = c.execRank(acc)
 	}
 	var errs []error
+	// Contributions pending elsewhere come before any other access.
+	for _, a := range acc {
+		if !a.redux() && c.pending(a.d) {
+			if err := c.reduce(a.d); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	// Data read: from the owners to the executing rank.
 	for _, a := range acc {
 		if !a.reads() || a.d.owner == exec {
@@ -105,6 +119,15 @@ func (c *Comm) insert(xrank int, cl *core.Codelet, args []core.InsertArg) (*core
 				if err := c.IrecvDetached(a.d.h, a.d.owner, a.d.tag, nil); err != nil {
 					errs = append(errs, err)
 				}
+			}
+		}
+	}
+	// REDUX data: the executing rank contributes, from the neutral element
+	// when it does not own the datum.
+	for _, a := range acc {
+		if a.redux() && c.contribute(a.d, exec) && c.rank == exec {
+			if err := c.initContribution(a.d.h); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
@@ -153,9 +176,6 @@ func (c *Comm) accesses(t *core.Task) ([]access, error) {
 	seen := map[*core.Handle]int{}
 	for i, h := range t.Handles {
 		m := modes[i] &^ (core.Locality | core.Commute)
-		if m == core.Redux {
-			return nil, fmt.Errorf("handle %d (%s): %w: REDUX access over MPI ranks is not supported yet", i, h, errors.ErrUnsupported)
-		}
 		d, err := c.lookup(h)
 		if err != nil {
 			return nil, fmt.Errorf("handle %d: %w", i, err)
@@ -163,7 +183,15 @@ func (c *Comm) accesses(t *core.Task) ([]access, error) {
 		if m == core.Scratch {
 			continue
 		}
+		if m == core.Redux {
+			if err := reduxMethods(h); err != nil {
+				return nil, fmt.Errorf("handle %d: %w", i, err)
+			}
+		}
 		if j, ok := seen[h]; ok {
+			if (acc[j].mode == core.Redux) != (m == core.Redux) {
+				return nil, fmt.Errorf("handle %d (%s): REDUX and another access to the same handle in one task", i, h)
+			}
 			acc[j].mode |= m
 			continue
 		}

@@ -36,6 +36,7 @@
 //	starpu_mpi_wait, _test                   Request.Wait, Request.Test
 //	starpu_mpi_barrier                       Comm.Barrier
 //	starpu_mpi_wait_for_all                  Comm.WaitForAll
+//	starpu_mpi_redux_data                    Comm.Redux
 //	starpu_mpi_cache_flush, _flush_all_data  Comm.Flush, Comm.FlushAll
 //	starpu_mpi_cache_set (STARPU_MPI_CACHE)  Options.NoCache
 //	starpu_mpi_get_data_on_node              Comm.GetDataOnNode

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,6 +46,7 @@ func TestMain(m *testing.M) {
 		"dies":         rankDies,
 		"early":        rankEarly,
 		"bench":        rankBench,
+		"redux":        rankRedux,
 	})
 	os.Exit(m.Run())
 }
@@ -103,6 +104,28 @@ func TestRanks(t *testing.T) {
 			}
 		}
 	}
+	// commsTraced expects success, and each rank's trace file (STARPU_TRACE
+	// under mpirun: one file per rank) to hold its sends and receives.
+	traceDir := t.TempDir()
+	commsTraced := func(t *testing.T, res *mpirun.Result) {
+		if err := res.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, rr := range res.Ranks {
+			f, err := core.ReadTraceFile(filepath.Join(traceDir, fmt.Sprintf("run.rank%d.trace", rr.Rank)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum strings.Builder
+			if err := f.WriteSummary(&sum); err != nil {
+				t.Fatal(err)
+			}
+			// The ping-pong sends to and receives from its neighbours.
+			if n := f.Summary().Comms; n < 2 || !strings.Contains(sum.String(), "peer rank") {
+				t.Errorf("rank %d's trace holds %d communications, want its sends and receives:\n%s", rr.Rank, n, sum.String())
+			}
+		}
+	}
 	tests := []struct {
 		name  string
 		np    int
@@ -115,7 +138,11 @@ func TestRanks(t *testing.T) {
 		{name: "owner-computes chain 2 ranks", np: 2, body: "chain"},
 		{name: "owner-computes chain 4 ranks", np: 4, body: "chain"},
 		{name: "owner-computes chain without cache", np: 2, body: "chain", env: []string{"STARPU_MPI_CACHE=0"}},
+		{name: "communications traced", np: 2, body: "pingpong", env: []string{"STARPU_TRACE=" + filepath.Join(traceDir, "run.trace")}, check: commsTraced},
 		{name: "STARPU_MPI_STATS", np: 2, body: "pingpong", env: []string{"STARPU_MPI_STATS=1"}, check: statsPrinted},
+		{name: "REDUX 2 ranks", np: 2, body: "redux"},
+		{name: "REDUX 4 ranks", np: 4, body: "redux"},
+		{name: "REDUX without cache", np: 2, body: "redux", env: []string{"STARPU_MPI_CACHE=0"}},
 		{name: "tag registered twice", np: 2, body: "tag twice"},
 		{name: "handle without owner", np: 4, body: "unregistered"},
 		{name: "rank dies 2 ranks", np: 2, body: "dies", check: failsNaming(1, false)},
@@ -151,13 +178,17 @@ type node struct {
 
 // start brings up a runtime with one in-process CPU worker, and MPI over
 // it.
-func start(opt mpi.Options) (*node, error) {
+func start(opt mpi.Options) (*node, error) { return startN(opt, 1) }
+
+// startN is start with ncpu CPU workers, which also host the test's own
+// kernels.
+func startN(opt mpi.Options, ncpu int) (*node, error) {
 	dir, err := os.MkdirTemp("", "starpu-mpi-test-")
 	if err != nil {
 		return nil, err
 	}
 	cfg := config.Default()
-	cfg.NCPU = 1
+	cfg.NCPU = ncpu
 	cfg.ArenaSize = 128 << 20
 	cfg.ModelDir = dir
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -165,7 +196,7 @@ func start(opt mpi.Options) (*node, error) {
 	rt, err := core.Init(ctx, core.Options{
 		Config: cfg,
 		Drivers: []core.DriverFactory{func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
-			return cpudriver.New(a, log, cpudriver.WithKernels(kernels.Library()...)), nil
+			return cpudriver.New(a, log, cpudriver.WithKernels(append(kernels.Library(), kernel.Kernel{Name: "test_dot_acc_f64", Func: dotAcc})...)), nil
 		}},
 		Scheduler: func(a *shm.Arena, log hclog.Logger) (sched.Scheduler, error) {
 			return sched.NewHost(a, ws.New(), base.Info{Name: "ws", Version: "test"}), nil
@@ -209,6 +240,16 @@ func run(opt mpi.Options, body func(n *node) error) error {
 		return err
 	}
 	return n.stop(body(n))
+}
+
+// dotAcc is the test's kernel test_dot_acc_f64: result += x.y. Buffers:
+// [vector x R, vector y R, variable result RW (REDUX)].
+func dotAcc(ctx *kernel.Context) error {
+	x, y, r := ctx.Buffers[0].Float64s(), ctx.Buffers[1].Float64s(), ctx.Buffers[2].Float64s()
+	for i := range x {
+		r[0] += x[i] * y[i]
+	}
+	return nil
 }
 
 func eq(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -460,9 +501,10 @@ func rankChain() error {
 		for i := range ref[4] {
 			ref[4][i] *= 2
 		}
-		// REDUX is refused on every rank, and nothing is sent for it.
-		if _, err := c.Insert(reduxVar, core.Data(core.Redux, hd)); !errors.Is(err, errors.ErrUnsupported) {
-			return fmt.Errorf("Insert with REDUX: %v, want ErrUnsupported", err)
+		// REDUX on a handle without reduction methods is refused on every
+		// rank, and nothing is sent for it.
+		if _, err := c.Insert(reduxVar, core.Data(core.Redux, hd)); !errors.Is(err, mpi.ErrNoReductionMethods) {
+			return fmt.Errorf("Insert with REDUX without reduction methods: %v, want ErrNoReductionMethods", err)
 		}
 		if err := c.WaitForAll(); err != nil {
 			return err
@@ -689,58 +731,24 @@ func TestBenchPingPong(t *testing.T) {
 	t.Log("\n" + res.Ranks[0].Output + "\n" + res.Ranks[1].Output)
 }
 
-// rankBench: ping-pong of a vector handle of 8 bytes and of 4 MiB in
-// arena memory between ranks 0 and 1; rank 0 prints the one-way time and
-// bandwidth (median of 5 runs).
+// rankBench: ping-pong of 8 bytes and 4 MiB in arena memory between
+// ranks 0 and 1, through the runtime and raw (Comm.PingPong, which
+// starpu bench mpi prints too); rank 0 prints the one-way times and
+// bandwidths (medians of 5 alternated rounds).
 func rankBench() error {
 	spin, _ := strconv.Atoi(os.Getenv("STARPU_MPI_BENCH_SPIN"))
 	return run(mpi.Options{SpinPolls: spin}, func(n *node) error {
 		c, rt := n.c, n.rt
-		me, peer := c.Rank(), 1-c.Rank()
-		for _, tc := range []struct{ size, iters int }{{8, 2000}, {4 << 20, 40}} {
-			v, err := core.Malloc[byte](rt, tc.size)
-			if err != nil {
-				return err
-			}
-			h, err := core.RegisterVector(rt, v)
-			if err != nil {
-				return err
-			}
-			var runs []time.Duration
-			for range 5 {
-				if err := c.Barrier(); err != nil {
-					return err
-				}
-				start := time.Now()
-				for range tc.iters {
-					if me == 0 {
-						if err := c.Send(h, peer, 1); err != nil {
-							return err
-						}
-						if err := c.Recv(h, peer, 1); err != nil {
-							return err
-						}
-					} else {
-						if err := c.Recv(h, peer, 1); err != nil {
-							return err
-						}
-						if err := c.Send(h, peer, 1); err != nil {
-							return err
-						}
-					}
-				}
-				runs = append(runs, time.Since(start)/time.Duration(2*tc.iters))
-			}
-			slices.Sort(runs)
-			oneWay := runs[len(runs)/2]
+		me := c.Rank()
+		res, err := c.PingPong(context.Background(), mpi.PingPongOptions{Sizes: []int{8, 4 << 20}, Tag: 1})
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
 			if me == 0 {
-				fmt.Printf("runtime handle ping-pong %d B: one-way %.2f us, %.1f MB/s\n", tc.size, float64(oneWay.Nanoseconds())/1e3, float64(tc.size)/oneWay.Seconds()/1e6)
-			}
-			if err := h.Unregister(); err != nil {
-				return err
-			}
-			if err := core.Free(rt, v); err != nil {
-				return err
+				fmt.Printf("ping-pong %d B one-way: runtime handle %.2f us (%.1f MB/s), raw MPI %.2f us (%.1f MB/s)\n", r.Size,
+					float64(r.Runtime.Nanoseconds())/1e3, float64(r.Size)/r.Runtime.Seconds()/1e6,
+					float64(r.Raw.Nanoseconds())/1e3, float64(r.Size)/r.Raw.Seconds()/1e6)
 			}
 		}
 		// The owner-computes walk: every rank inserts the same tasks on

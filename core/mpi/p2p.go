@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/starpu-go/starpu/core"
 	"github.com/starpu-go/starpu/core/mpi/internal/mpib"
@@ -39,6 +40,10 @@ type xfer struct {
 	c    *Comm
 	send bool
 	h    *core.Handle
+	// base is h's RAM replicate, taken when the transfer is made: h may
+	// be unregistered (Handle.Unregister waits for the transfer) before
+	// it is granted.
+	base unsafe.Pointer
 	peer int
 	tag  int
 	cb   func(error)
@@ -56,6 +61,9 @@ type xfer struct {
 	held   bool
 	size   int
 	reason error
+	// postedAt is when MPI got the request: the start of the
+	// communication in the trace.
+	postedAt time.Time
 }
 
 // String says what the transfer is, for errors.
@@ -95,7 +103,7 @@ func (r *Request) Done() <-chan struct{} { return r.x.done }
 // goes to MPI as it is; tasks submitted after that write h wait for the
 // send to complete. The receiving rank posts a matching Irecv (or Recv).
 func (c *Comm) Isend(h *core.Handle, dest int, tag int64) (*Request, error) {
-	x, err := c.transfer(true, h, dest, tag, false, nil)
+	x, err := c.transfer(true, h, dest, tag, false, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +116,7 @@ func (c *Comm) Isend(h *core.Handle, dest int, tag int64) (*Request, error) {
 // h wait for it. The message must have h's size: a different one is an
 // error wrapping ErrGraphMismatch.
 func (c *Comm) Irecv(h *core.Handle, src int, tag int64) (*Request, error) {
-	x, err := c.transfer(false, h, src, tag, false, nil)
+	x, err := c.transfer(false, h, src, tag, false, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -121,14 +129,14 @@ func (c *Comm) Irecv(h *core.Handle, src int, tag int64) (*Request, error) {
 // wait for WaitForAll, which waits for it. A failure is also returned by
 // the next WaitForAll (or Shutdown).
 func (c *Comm) IsendDetached(h *core.Handle, dest int, tag int64, cb func(error)) error {
-	_, err := c.transfer(true, h, dest, tag, true, cb)
+	_, err := c.transfer(true, h, dest, tag, true, cb, nil)
 	return err
 }
 
 // IrecvDetached is Irecv whose completion calls cb (StarPU's
 // starpu_mpi_irecv_detached); see IsendDetached.
 func (c *Comm) IrecvDetached(h *core.Handle, src int, tag int64, cb func(error)) error {
-	_, err := c.transfer(false, h, src, tag, true, cb)
+	_, err := c.transfer(false, h, src, tag, true, cb, nil)
 	return err
 }
 
@@ -155,7 +163,9 @@ func (c *Comm) Recv(h *core.Handle, src int, tag int64) error {
 // GetDataOnNode brings h's current value to rank node from its owner,
 // unless node holds it already (StarPU's starpu_mpi_get_data_on_node),
 // and waits for it. At least the owner and node must call it, at the same
-// point of the graph; on other ranks it does nothing.
+// point of the graph; on other ranks it does nothing. REDUX contributions
+// to h not yet reduced are reduced first (Redux): the ranks that
+// contributed must then call it too.
 func (c *Comm) GetDataOnNode(h *core.Handle, node int) error {
 	if node < 0 || node >= c.size {
 		return fmt.Errorf("mpi: get %s on rank %d: rank out of range (%d ranks)", h, node, c.size)
@@ -163,6 +173,11 @@ func (c *Comm) GetDataOnNode(h *core.Handle, node int) error {
 	d, err := c.lookup(h)
 	if err != nil {
 		return fmt.Errorf("mpi: get data on rank %d: %w", node, err)
+	}
+	if c.pending(d) {
+		if err := c.reduce(d); err != nil {
+			return fmt.Errorf("mpi: get data on rank %d: %w", node, err)
+		}
 	}
 	var r *Request
 	switch {
@@ -211,8 +226,10 @@ func (c *Comm) cacheRecv(d *datum) bool {
 	return true
 }
 
-// transfer starts a send or receive of h with rank peer.
-func (c *Comm) transfer(send bool, h *core.Handle, peerRank int, tag int64, detached bool, cb func(error)) (*xfer, error) {
+// transfer starts a send or receive of h with rank peer. With gate set,
+// the MPI request is posted only once the tasks and transfers submitted
+// before that write gate are over too (see gated).
+func (c *Comm) transfer(send bool, h *core.Handle, peerRank int, tag int64, detached bool, cb func(error), gate *core.Handle) (*xfer, error) {
 	what := "isend"
 	if !send {
 		what = "irecv"
@@ -226,7 +243,11 @@ func (c *Comm) transfer(send bool, h *core.Handle, peerRank int, tag int64, deta
 	if tag < 0 || tag > c.TagMax() {
 		return nil, fmt.Errorf("mpi: %s %s: tag %d out of range (0 to %d)", what, h, tag, c.TagMax())
 	}
-	x := &xfer{c: c, send: send, h: h, peer: peerRank, tag: int(tag), cb: cb, detached: detached, done: make(chan struct{})}
+	base := h.LocalPointer()
+	if base == nil && h.Size() > 0 {
+		return nil, fmt.Errorf("mpi: %s %s: %w", what, h, core.ErrUnregistered)
+	}
+	x := &xfer{c: c, send: send, h: h, base: base, peer: peerRank, tag: int(tag), cb: cb, detached: detached, done: make(chan struct{})}
 	c.mu.Lock()
 	if err := c.usable(); err != nil {
 		c.mu.Unlock()
@@ -248,11 +269,72 @@ func (c *Comm) transfer(send bool, h *core.Handle, peerRank int, tag int64, deta
 	if !send {
 		mode = core.W
 	}
-	if err := h.AcquireCB(mode, x.acquired); err != nil {
+	acquired := x.acquired
+	if gate != nil {
+		var err error
+		if acquired, err = x.gated(gate); err != nil {
+			x.complete(mpib.Status{}, fmt.Errorf("mpi: %s: %w", x, err))
+			return nil, err
+		}
+	} else if h.IsOnNode(0) && h.TryAcquire(mode) == nil {
+		// Nothing to wait for: MPI gets the buffer now, without the
+		// goroutine AcquireCB's callback runs on (a wake-up of another
+		// thread, 100 us and more on busy cores). TryAcquire refuses
+		// when anything submitted before conflicts, and from callbacks.
+		x.acquired(nil)
+		return x, nil
+	}
+	if err := h.AcquireCB(mode, acquired); err != nil {
 		x.complete(mpib.Status{}, fmt.Errorf("mpi: %s: %w", x, err))
 		return nil, err
 	}
 	return x, nil
+}
+
+// gated holds x back behind gate: it acquires gate in R, which is granted
+// once what was submitted before that writes gate is over, releases it at
+// once, and returns the callback for x's own acquisition, which hands x
+// to MPI once both are granted. Redux receives a contribution into a
+// temporary handle this way, behind the datum: the temporary handle has
+// no earlier accesses, and without the gate the receive could be posted
+// before a receive of the datum itself from the same rank and tag, and
+// match its message.
+func (x *xfer) gated(gate *core.Handle) (func(error), error) {
+	var (
+		mu         sync.Mutex
+		left       = 2
+		gerr, herr error
+	)
+	step := func(isGate bool, err error) {
+		mu.Lock()
+		if isGate {
+			gerr = err
+		} else {
+			herr = err
+		}
+		left--
+		done := left == 0
+		mu.Unlock()
+		if !done {
+			return
+		}
+		if gerr != nil && herr == nil {
+			// x's handle is held but x cannot go on.
+			_ = x.h.Release()
+			herr = gerr
+		}
+		x.acquired(herr)
+	}
+	err := gate.AcquireCB(core.R, func(err error) {
+		if err == nil {
+			err = gate.Release()
+		}
+		step(true, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func(err error) { step(false, err) }, nil
 }
 
 // track counts x among the transfers in flight; c.mu held.
@@ -290,7 +372,7 @@ func (x *xfer) acquired(err error) {
 		x.complete(mpib.Status{}, fmt.Errorf("mpi: %s: %w", x, err))
 		return
 	}
-	base, rs := x.h.LocalPointer(), runs(x.h)
+	base, rs := x.base, runs(x.h)
 	c.mu.Lock()
 	x.held = true
 	if x.reason == nil {
@@ -319,7 +401,7 @@ func (x *xfer) acquired(err error) {
 		req, err = c.mc.Irecvv(base, rs, x.peer, x.tag, x.mpiDone)
 	}
 	if err == nil {
-		x.req, x.posted = req, true
+		x.req, x.posted, x.postedAt = req, true, time.Now()
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -327,9 +409,19 @@ func (x *xfer) acquired(err error) {
 	}
 }
 
-// mpiDone is the MPI request's completion, on the progression goroutine:
-// the rest happens on a goroutine of its own.
-func (x *xfer) mpiDone(st mpib.Status, err error) { go x.complete(st, err) }
+// mpiDone is the MPI request's completion, on the progression goroutine.
+// A transfer that succeeded and has no callback completes there: the
+// release of the handle and the wake-up of its waiter block on nothing,
+// and another goroutine would cost a wake-up of another thread per
+// message (100 us and more on busy cores). The rest (a callback, which
+// may block; a failure) happens on a goroutine of its own.
+func (x *xfer) mpiDone(st mpib.Status, err error) {
+	if err == nil && x.cb == nil {
+		x.complete(st, nil)
+		return
+	}
+	go x.complete(st, err)
+}
 
 // complete ends x, once: the statistics, the handle's release, the
 // callback, then Wait's channel.
@@ -364,8 +456,14 @@ func (x *xfer) completeOnce(st mpib.Status, err error) {
 			p.recvBytes += int64(x.size)
 		}
 	}
-	held := x.held
+	held, posted, postedAt := x.held, x.posted, x.postedAt
 	c.mu.Unlock()
+	if posted {
+		// Only what reached MPI is a communication; a transfer refused
+		// before it is an error, not a message.
+		c.rt.TraceComm(core.CommEvent{Send: x.send, Peer: x.peer, Tag: int64(x.tag), Bytes: uint64(x.size),
+			Handle: x.h, Start: postedAt, End: time.Now(), Failed: err != nil})
+	}
 	if err == nil && !x.send {
 		x.h.LocalWritten()
 	}

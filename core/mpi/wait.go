@@ -196,7 +196,8 @@ func (c *Comm) printStats() {
 }
 
 // Shutdown ends the MPI layer of this rank (StarPU's starpu_mpi_shutdown):
-// it waits for its tasks and transfers, says goodbye to the other ranks
+// it reduces the REDUX contributions still pending (Redux), waits for
+// its tasks and transfers, says goodbye to the other ranks
 // and waits for theirs (at most Options.ShutdownTimeout), prints the
 // statistics when asked, and finalizes MPI. The runtime stays up: shut it
 // down after. It returns the failures not yet reported; after a rank
@@ -209,7 +210,11 @@ func (c *Comm) Shutdown() error {
 		return fmt.Errorf("mpi: shutdown: %w", ErrShutdown)
 	}
 	c.mu.Unlock()
-	errs := c.quiesce()
+	var errs []error
+	if err := c.reduceAll(); err != nil {
+		errs = append(errs, fmt.Errorf("mpi: shutdown: %w", err))
+	}
+	errs = append(errs, c.quiesce()...)
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
