@@ -156,6 +156,13 @@ type homePart struct {
 }
 
 func (rt *Runtime) register(l kernel.Layout, data unsafe.Pointer, nbytes uint64) (*Handle, error) {
+	return rt.registerAlloc(l, data, nbytes, 0)
+}
+
+// registerAlloc is register with an allocation size for the replicates the
+// runtime allocates (0: the data's size). Memory from the arena is used in
+// place, at its own size, as StarPU uses the home node's buffer.
+func (rt *Runtime) registerAlloc(l kernel.Layout, data unsafe.Pointer, nbytes, allocSize uint64) (*Handle, error) {
 	if err := rt.usable(); err != nil {
 		return nil, err
 	}
@@ -163,12 +170,16 @@ func (rt *Runtime) register(l kernel.Layout, data unsafe.Pointer, nbytes uint64)
 	if nbytes < need {
 		return nil, fmt.Errorf("%w: %s needs %d bytes, the buffer has %d", ErrInvalidData, l.Interface, need, nbytes)
 	}
+	if allocSize != 0 && allocSize < need {
+		return nil, fmt.Errorf("%w: %s: allocation size %d is less than the %d bytes of the data", ErrInvalidData, l.Interface, allocSize, need)
+	}
 	h := rt.newHandle(l, need)
+	h.x.allocSize = allocSize
 	if data != nil && need > 0 {
 		if off, ok := arenaOffset(rt.arena, data); ok {
 			h.span = base.Span{Offset: off, Size: need}
 		} else {
-			s, err := rt.arena.Alloc(need)
+			s, err := rt.arena.Alloc(max(need, allocSize))
 			if err != nil {
 				return nil, fmt.Errorf("register %s: %w", l.Interface, err)
 			}
@@ -261,17 +272,37 @@ func RegisterVariable[T Elem](rt *Runtime, p *T) (*Handle, error) {
 
 // RegisterVector registers a vector.
 func RegisterVector[T Elem](rt *Runtime, v []T) (*Handle, error) {
-	if len(v) == 0 {
-		return nil, fmt.Errorf("%w: vector: empty slice", ErrInvalidData)
-	}
-	p, n := sliceBytes(v)
-	return rt.register(kernel.Layout{Interface: kernel.Vector, ElemSize: elemSize[T](), NX: uint64(len(v))}, p, n)
+	return RegisterVectorAllocSize(rt, v, 0)
 }
 
 // RegisterMatrix registers an nx-by-ny matrix stored with leading dimension
 // ld: element (i, j) is m[i+j*ld], so nx is the contiguous dimension (the
 // rows of a column-major matrix).
 func RegisterMatrix[T Elem](rt *Runtime, m []T, ld, nx, ny int) (*Handle, error) {
+	return RegisterMatrixAllocSize(rt, m, ld, nx, ny, 0)
+}
+
+// RegisterVectorAllocSize is RegisterVector with the bytes the runtime
+// allocates for each copy of the data (in RAM, unless v is Malloc memory
+// used in place, and on every device node) instead of the vector's size
+// (StarPU's starpu_vector_data_register_allocsize): room for data that a
+// kernel lays out differently, or to reserve device memory. Transfers move
+// only the vector. allocSize must be at least the vector's bytes; 0 means
+// the vector's bytes, as RegisterVector.
+func RegisterVectorAllocSize[T Elem](rt *Runtime, v []T, allocSize uint64) (*Handle, error) {
+	if len(v) == 0 {
+		return nil, fmt.Errorf("%w: vector: empty slice", ErrInvalidData)
+	}
+	p, n := sliceBytes(v)
+	return rt.registerAlloc(kernel.Layout{Interface: kernel.Vector, ElemSize: elemSize[T](), NX: uint64(len(v))}, p, n, allocSize)
+}
+
+// RegisterMatrixAllocSize is RegisterMatrix with the bytes the runtime
+// allocates for each copy of the data, as RegisterVectorAllocSize
+// (StarPU's starpu_matrix_data_register_allocsize). allocSize must be at
+// least the matrix's bytes, gaps between columns included; 0 means those
+// bytes, as RegisterMatrix.
+func RegisterMatrixAllocSize[T Elem](rt *Runtime, m []T, ld, nx, ny int, allocSize uint64) (*Handle, error) {
 	if nx <= 0 || ny <= 0 {
 		return nil, fmt.Errorf("%w: matrix: nx = %d, ny = %d: must be positive", ErrInvalidData, nx, ny)
 	}
@@ -279,7 +310,7 @@ func RegisterMatrix[T Elem](rt *Runtime, m []T, ld, nx, ny int) (*Handle, error)
 		return nil, fmt.Errorf("%w: matrix: ld = %d is less than nx = %d", ErrInvalidData, ld, nx)
 	}
 	p, n := sliceBytes(m)
-	return rt.register(kernel.Layout{Interface: kernel.Matrix, ElemSize: elemSize[T](), NX: uint64(nx), NY: uint64(ny), LD: uint64(ld)}, p, n)
+	return rt.registerAlloc(kernel.Layout{Interface: kernel.Matrix, ElemSize: elemSize[T](), NX: uint64(nx), NY: uint64(ny), LD: uint64(ld)}, p, n, allocSize)
 }
 
 // RegisterBlock registers an nx-by-ny-by-nz block: element (i, j, k) is
@@ -339,6 +370,9 @@ type acquisition struct {
 	// (acquireThen). node is where the data is held.
 	onGrant func()
 	node    int
+	// pinned are the device nodes whose copies an AcquireNoNodeLockAll
+	// hold keeps from eviction (engine goroutine).
+	pinned []int
 	// closing marks an unregistration's acquisition, the one access a
 	// closed handle admits.
 	closing bool

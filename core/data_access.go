@@ -741,12 +741,16 @@ func validAcquireMode(m Mode) bool {
 // terminated, with sequential consistency on; holding the data, with it
 // off), or when REDUX contributions wait to be reduced. Release it with
 // Release.
-func (h *Handle) TryAcquire(m Mode) error {
-	if !validAcquireMode(m) {
-		return fmt.Errorf("%w: try acquire with mode %v", ErrInvalidTask, m)
-	}
-	if err := h.checkAccess(m); err != nil {
-		return fmt.Errorf("try acquire: %w", err)
+func (h *Handle) TryAcquire(m Mode) error { return h.TryAcquireOnNode(0, m) }
+
+// TryAcquireOnNode is TryAcquire with the data brought to memory node node,
+// as AcquireOnNode (StarPU's starpu_data_acquire_on_node_try); node may be
+// AcquireNoNode or AcquireNoNodeLockAll. Only the wait for other accesses
+// is refused: once granted, it waits for the transfer that brings the data
+// to node. Release it with ReleaseOnNode(node).
+func (h *Handle) TryAcquireOnNode(node int, m Mode) error {
+	if err := h.checkAcquire("try acquire", node, m); err != nil {
+		return err
 	}
 	// Granted at once, but bringing the data to RAM may wait for the engine.
 	if err := h.rt.mayBlock("try acquire " + h.String()); err != nil {
@@ -804,7 +808,18 @@ func (h *Handle) TryAcquire(m Mode) error {
 		h.rt.ready(j, -1)
 	}
 	h.rt.await(a.granted)
-	return h.finishAcquire(a)
+	if node == 0 {
+		return h.finishAcquire(a)
+	}
+	a.node = node
+	if err := h.bring(a); err != nil {
+		h.rt.complete(a.job, -1, nil)
+		return fmt.Errorf("try acquire %s: bring data to %s: %w", h, h.rt.nodeName(node), err)
+	}
+	h.mu.Lock()
+	h.held = append(h.held, a)
+	h.mu.Unlock()
+	return nil
 }
 
 // blocker says why an acquisition of h in m would wait, or ""; h.mu held,

@@ -93,6 +93,22 @@ func (rt *Runtime) checkNode(node int) error {
 
 func (rt *Runtime) nodeName(node int) string { return rt.nodes[node].name }
 
+// Nodes an acquisition may name instead of a memory node, as StarPU's
+// STARPU_ACQUIRE_NO_NODE and STARPU_ACQUIRE_NO_NODE_LOCK_ALL: the
+// acquisition is ordered with the tasks like any other, and brings the data
+// nowhere. Release it with ReleaseOnNode and the same value.
+const (
+	// AcquireNoNode only waits for the conflicting tasks and holds later
+	// ones off: no copy is fetched, written or pinned, and Go-registered
+	// memory is not updated. It serves to wait for a handle's producers
+	// without moving their result.
+	AcquireNoNode = -1
+	// AcquireNoNodeLockAll is AcquireNoNode that also keeps every copy
+	// allocated at the time of the acquisition from being evicted until
+	// the release.
+	AcquireNoNodeLockAll = -2
+)
+
 // checkAcquire checks an acquisition's arguments.
 func (h *Handle) checkAcquire(op string, node int, m Mode) error {
 	if !validAcquireMode(m) {
@@ -103,6 +119,9 @@ func (h *Handle) checkAcquire(op string, node int, m Mode) error {
 	}
 	if err := h.checkAccess(m); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
+	}
+	if node == AcquireNoNode || node == AcquireNoNodeLockAll {
+		return nil
 	}
 	if err := h.rt.checkNode(node); err != nil {
 		return fmt.Errorf("%s %s: %w", op, h, err)
@@ -115,7 +134,9 @@ func (h *Handle) checkAcquire(op string, node int, m Mode) error {
 // starpu_data_acquire_on_node: once it returns, node holds a valid copy
 // (the only one for a writing mode), which is not evicted until
 // ReleaseOnNode(node). A device node's copy is not in the application's
-// memory: PointerOn names the driver's buffer. Node 0 is Acquire.
+// memory: PointerOn names the driver's buffer. Node 0 is Acquire;
+// AcquireNoNode and AcquireNoNodeLockAll acquire without bringing the data
+// anywhere.
 func (h *Handle) AcquireOnNode(node int, m Mode) error {
 	if node == 0 {
 		return h.Acquire(m)
@@ -146,18 +167,28 @@ func (h *Handle) hold(op string, node int, m Mode) (*acquisition, error) {
 		h.rt.complete(a.job, -1, nil)
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if err := h.bring(node, m); err != nil {
+	if err := h.bring(a); err != nil {
 		h.rt.complete(a.job, -1, nil)
 		return nil, fmt.Errorf("%s %s: bring data to %s: %w", op, h, h.rt.nodeName(node), err)
 	}
 	return a, nil
 }
 
-// bring makes node hold h for mode m and waits: the current value unless m
-// is write-only, the only valid copy for writing modes, and, on a device
-// node, a reference that keeps the copy from eviction until unhold.
-func (h *Handle) bring(node int, m Mode) error {
-	if node == 0 {
+// bring makes a.node hold h for a.mode and waits: the current value unless
+// the mode is write-only, the only valid copy for writing modes, and, on a
+// device node, a reference that keeps the copy from eviction until unhold.
+// On no node it brings nothing, and pins the allocated copies for
+// AcquireNoNodeLockAll.
+func (h *Handle) bring(a *acquisition) error {
+	node, m := a.node, a.mode
+	rt := h.rt
+	switch {
+	case node == AcquireNoNode || node == AcquireNoNodeLockAll && !rt.multiNode:
+		return nil
+	case node == AcquireNoNodeLockAll:
+		rt.engine.sync(func() { rt.engine.pinAll(h, a) })
+		return nil
+	case node == 0:
 		if err := h.fetchTo(0, m); err != nil {
 			return err
 		}
@@ -166,9 +197,20 @@ func (h *Handle) bring(node int, m Mode) error {
 	}
 	done := make(chan error, 1)
 	q := &dataReq{h: h, node: node, mode: m, write: m&W != 0, hold: true, finish: func(err error) { done <- err }}
-	e := h.rt.engine
+	e := rt.engine
 	e.call(func() { q.step(e) })
 	return <-done
+}
+
+// pinAll takes a reference on each of h's allocated device copies for
+// hold a (AcquireNoNodeLockAll), recording them in a.pinned for unhold.
+func (e *engine) pinAll(h *Handle, a *acquisition) {
+	for i := 1; i < len(h.reps); i++ {
+		if h.reps[i].allocated {
+			h.reps[i].refs++
+			a.pinned = append(a.pinned, i)
+		}
+	}
 }
 
 // homeOut brings the application's memory up to date from the RAM
@@ -208,22 +250,27 @@ func (h *Handle) ReleaseOnNode(node int) error {
 // through, and the tasks waiting for the hold are released.
 func (h *Handle) unhold(a *acquisition) {
 	rt := h.rt
-	w := a.mode&W != 0
+	// A hold on no node wrote nothing the runtime has to propagate.
+	w := a.mode&W != 0 && a.node >= 0
 	if a.node == 0 && w && h.home != nil {
 		h.mu.Lock()
 		h.copyHomeIn()
 		h.mu.Unlock()
 	}
-	if !rt.multiNode || a.node == 0 && (!w || h.x.wt.Load() == 0) {
+	if !rt.multiNode || a.node == AcquireNoNode || a.node == 0 && (!w || h.x.wt.Load() == 0) {
 		rt.complete(a.job, -1, nil)
 		return
 	}
 	e := rt.engine
 	e.call(func() {
-		if a.node != 0 {
-			h.reps[a.node].refs--
+		pinned := a.pinned
+		if a.node > 0 {
+			pinned = []int{a.node}
+		}
+		for _, n := range pinned {
+			h.reps[n].refs--
 			// Allocations waiting for memory the hold pinned try again.
-			if nd := e.rt.nodes[a.node]; len(nd.memWaiters) > 0 {
+			if nd := e.rt.nodes[n]; len(nd.memWaiters) > 0 {
 				e.wakeMemWaiters(nd)
 			}
 		}
@@ -329,12 +376,19 @@ func (h *Handle) acquireCB(node int, m Mode, sequential bool, cb func(error)) er
 				rt.endAsync(nil)
 			}()
 		}
-		if !rt.multiNode || cerr != nil {
+		if !rt.multiNode || cerr != nil || node == AcquireNoNode {
 			granted(nil)
 			return
 		}
-		q := &dataReq{h: h, node: node, mode: m, write: m&W != 0, hold: node != 0, finish: granted}
 		e := rt.engine
+		if node == AcquireNoNodeLockAll {
+			e.call(func() {
+				e.pinAll(h, a)
+				granted(nil)
+			})
+			return
+		}
+		q := &dataReq{h: h, node: node, mode: m, write: m&W != 0, hold: node != 0, finish: granted}
 		e.call(func() { q.step(e) })
 	})
 	return nil

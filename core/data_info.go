@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/starpu-go/starpu/core/internal/trace"
+	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
@@ -23,6 +24,7 @@ type handleExt struct {
 	label     atomic.Pointer[dataLabel]
 	noOOC     atomic.Bool
 	important atomic.Bool
+	dontCache atomic.Bool
 	wt        atomic.Uint64 // write-through mask, bit n for node n
 
 	mu       sync.Mutex
@@ -31,6 +33,10 @@ type handleExt struct {
 	// noHome: registered without application memory (RegisterNoHome,
 	// RegisterSame); the runtime's RAM replicate is the data.
 	noHome bool
+	// allocSize, when not 0, is the bytes the runtime allocates for each
+	// replicate (RegisterVectorAllocSize, RegisterMatrixAllocSize); set at
+	// registration.
+	allocSize uint64
 
 	// Engine goroutine only. gen counts the writes to the handle, so that
 	// a copy finishing after a newer write is not taken as valid; wontUse
@@ -208,6 +214,81 @@ func (rt *Runtime) allocNoHome(h *Handle) (*Handle, error) {
 	return h, nil
 }
 
+// PtrRegister gives data registered without home (RegisterNoHome,
+// RegisterSame) the application's memory mem as its copy on memory node
+// node, in place of the one the runtime allocated (StarPU's
+// starpu_vector_ptr_register and the other *_ptr_register helpers, with
+// starpu_data_ptr_register). As in StarPU it must come right after the
+// registration, before any access to the handle. mem holds the data as
+// RegisterNoHome lays it out (packed; for a data interface plugin, the
+// interface's region) and becomes the value: reads see what it holds.
+// The runtime works on it in place and never frees it: once the handle is
+// unregistered, mem holds the final value, and the application frees it.
+//
+// Only RAM can take it, with memory from Malloc (the shared-memory arena,
+// which the drivers map). A device node cannot: device memory belongs to
+// the drivers, which allocate it for the runtime, and the application has
+// no device buffer of its own to give.
+func PtrRegister[T Elem](h *Handle, node int, mem []T) error {
+	rt := h.rt
+	if err := rt.usable(); err != nil {
+		return err
+	}
+	if h.unregistered.Load() {
+		return fmt.Errorf("pointer register %s: %w", h, ErrUnregistered)
+	}
+	if node < 0 || node >= len(rt.nodes) {
+		return fmt.Errorf("%w: pointer register %s: memory node %d does not exist (nodes 0 to %d)", ErrInvalidData, h, node, len(rt.nodes)-1)
+	}
+	if node != 0 {
+		return fmt.Errorf("%w: pointer register %s on node %d (%s): device memory is allocated by its driver for the runtime; the application has no device buffer to give", ErrInvalidData, h, node, rt.nodeName(node))
+	}
+	switch {
+	case h.parent != nil:
+		return fmt.Errorf("%w: pointer register %s: a partition's child lies in its parent's memory", ErrInvalidData, h)
+	case !h.x.noHome:
+		return fmt.Errorf("%w: pointer register %s: it has memory in RAM already; register it with RegisterNoHome or RegisterSame", ErrInvalidData, h)
+	case h.size == 0:
+		return fmt.Errorf("%w: pointer register %s: it has no data", ErrInvalidData, h)
+	}
+	es := uint64(elemSize[T]())
+	if h.iface == nil && es != uint64(h.layout.ElemSize) {
+		return fmt.Errorf("%w: pointer register %s: %d-byte elements for data of %d-byte elements", ErrInvalidData, h, es, h.layout.ElemSize)
+	}
+	p, n := sliceBytes(mem)
+	if n < h.size {
+		return fmt.Errorf("%w: pointer register %s: %d bytes of memory, the data needs %d", ErrInvalidData, h, n, h.size)
+	}
+	off, ok := arenaOffset(rt.arena, p)
+	if !ok || off+h.size > rt.arena.Size() {
+		return fmt.Errorf("%w: pointer register %s: the memory was not allocated with Malloc; the drivers reach only the shared-memory arena", ErrInvalidData, h)
+	}
+	span := base.Span{Offset: off, Size: h.size}
+	planMu.Lock()
+	planned := h.nplans > 0 // a plan's children are views of the old memory
+	planMu.Unlock()
+	// Under handles.mu no other PtrRegister moves a span, and under h.mu no
+	// access to h is recorded: one recorded later sees the new span.
+	rt.handles.mu.Lock()
+	defer rt.handles.mu.Unlock()
+	for o := range rt.handles.set {
+		if o != h && o.span.Size > 0 && o.span.Offset < off+h.size && off < o.span.Offset+o.span.Size {
+			return fmt.Errorf("%w: pointer register %s: the memory holds %s's data", ErrInvalidData, h, o)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lastWriter != nil || len(h.readers) > 0 || len(h.held) > 0 || h.acc != nil && h.acc.used || planned {
+		return fmt.Errorf("%w: pointer register %s: the handle was accessed already; give the memory right after registering it", ErrInvalidData, h)
+	}
+	old := h.span
+	h.span, h.owned = span, false
+	if err := rt.arena.Free(old); err != nil {
+		return fmt.Errorf("pointer register %s: free the runtime's copy: %w", h, err)
+	}
+	return nil
+}
+
 // LocalPointer returns the address of the handle's replicate in RAM, in the
 // shared-memory arena (StarPU's starpu_data_get_local_ptr); nil for data
 // without bytes or an unregistered handle. For data registered from Go
@@ -252,6 +333,62 @@ func (h *Handle) PointerOn(node int) (uintptr, error) {
 		return 0, fmt.Errorf("%w: pointer of %s: not allocated on node %d (%s)", ErrInvalidData, h, node, rt.nodeName(node))
 	}
 	return uintptr(buf), nil
+}
+
+// NodeInterface is how a handle's data lies on one memory node: StarPU's
+// data interface on a node (starpu_data_get_interface_on_node).
+type NodeInterface struct {
+	// Layout is the data's shape on the node: as registered in RAM,
+	// packed (no gaps between columns) on device nodes; a data interface
+	// plugin's region is the same everywhere.
+	Layout kernel.Layout
+	// Allocated tells whether the node has memory for the data, Valid
+	// whether it holds the current value.
+	Allocated, Valid bool
+	// Pointer, when allocated, is where the data starts, as PointerOn
+	// gives it: an address in this process on RAM, the driver's buffer
+	// number (what kernels receive) on a device node.
+	Pointer uintptr
+	// AllocSize is the bytes an allocation of the data takes on the node.
+	AllocSize uint64
+}
+
+// InterfaceOn returns how the handle's data lies on memory node node
+// (StarPU's starpu_data_get_interface_on_node), allocated there or not.
+func (h *Handle) InterfaceOn(node int) (NodeInterface, error) {
+	rt := h.rt
+	if err := rt.usable(); err != nil {
+		return NodeInterface{}, err
+	}
+	if h.unregistered.Load() {
+		return NodeInterface{}, fmt.Errorf("interface of %s: %w", h, ErrUnregistered)
+	}
+	if node < 0 || node >= len(rt.nodes) {
+		return NodeInterface{}, fmt.Errorf("%w: interface of %s: memory node %d does not exist (nodes 0 to %d)", ErrInvalidData, h, node, len(rt.nodes)-1)
+	}
+	ni := NodeInterface{Layout: h.nodeLayout(node), AllocSize: h.nodeSize(node)}
+	if node == 0 {
+		ni.Allocated = h.span.Size > 0
+		ni.Pointer = uintptr(h.LocalPointer())
+		if h.span.Size > 0 {
+			ni.AllocSize = h.span.Size
+		}
+	}
+	if !rt.multiNode {
+		ni.Valid = true
+		return ni, nil
+	}
+	rt.engine.sync(func() {
+		r := &h.reps[node]
+		ni.Valid = r.state != invalid
+		if node > 0 {
+			ni.Allocated = r.allocated
+			if r.allocated {
+				ni.Pointer = uintptr(r.buf)
+			}
+		}
+	})
+	return ni, nil
 }
 
 // PointerIsInside tells whether p points into the handle's data in this
@@ -315,9 +452,29 @@ func (h *Handle) Size() uint64 {
 	return n
 }
 
-// AllocatedSize is the number of bytes of the handle's RAM replicate,
-// gaps included (StarPU's starpu_data_get_alloc_size).
-func (h *Handle) AllocatedSize() uint64 { return h.size }
+// AllocatedSize is the number of bytes the runtime allocates for a
+// replicate of the handle (StarPU's starpu_data_get_alloc_size): the
+// allocation size given at registration (RegisterVectorAllocSize,
+// RegisterMatrixAllocSize), else the bytes of the RAM replicate, gaps
+// included.
+func (h *Handle) AllocatedSize() uint64 {
+	if a := h.x.allocSize; a != 0 {
+		return a
+	}
+	return h.size
+}
+
+// SetDontCache says whether the handle's device allocations skip the
+// memory nodes' caches of freed allocations (StarPU's dontcache, an
+// interface flag there, a per-handle hint here): when the handle drops a
+// device copy (Unregister, Invalidate) the memory goes back to the device
+// at once instead of being kept for another handle of the same size, and
+// its own allocations never take a cached one. The default is false.
+func (h *Handle) SetDontCache(on bool) { h.x.dontCache.Store(on) }
+
+// DontCache tells whether the handle skips the allocation caches (see
+// SetDontCache).
+func (h *Handle) DontCache() bool { return h.x.dontCache.Load() }
 
 // Pack returns a copy of the handle's data as Size bytes, packed (StarPU's
 // starpu_data_pack): for plugin interfaces the ranges of the interface's

@@ -103,6 +103,9 @@ func (h *Handle) nodeSize(n int) uint64 {
 	if h.iface != nil {
 		return h.size
 	}
+	if a := h.x.allocSize; a != 0 {
+		return a
+	}
 	return h.nodeLayout(n).Len()
 }
 
@@ -289,7 +292,7 @@ func (e *engine) bufferOn(h *Handle, n int) uint64 {
 func (e *engine) allocate(r *replicate, since uint64) (*xfer, error) {
 	nd := e.rt.nodes[r.node]
 	size := r.h.nodeSize(r.node)
-	if c := nd.cache[size]; len(c) > 0 {
+	if c := nd.cache[size]; len(c) > 0 && !r.h.x.dontCache.Load() {
 		r.buf = c[len(c)-1]
 		nd.cache[size] = c[:len(c)-1]
 		r.allocated = true
@@ -426,9 +429,9 @@ func (e *engine) evict(r *replicate) {
 }
 
 // release drops a replicate that its handle no longer needs, keeping the
-// allocation in the node's cache. A replicate being filled (by a prefetch)
-// is dropped once the transfer ends, so that its buffer is not reused under
-// it.
+// allocation in the node's cache unless the handle says not to
+// (SetDontCache). A replicate being filled (by a prefetch) is dropped once
+// the transfer ends, so that its buffer is not reused under it.
 func (e *engine) release(r *replicate) {
 	if !r.allocated {
 		return
@@ -440,8 +443,26 @@ func (e *engine) release(r *replicate) {
 	nd := e.rt.nodes[r.node]
 	delete(nd.reps, r)
 	size := r.h.nodeSize(r.node)
-	nd.cache[size] = append(nd.cache[size], r.buf)
+	if r.h.x.dontCache.Load() {
+		e.freeDevice(nd, r.buf, size)
+	} else {
+		nd.cache[size] = append(nd.cache[size], r.buf)
+	}
 	r.allocated, r.state = false, invalid
+}
+
+// tidy frees the allocations nd keeps for reuse, returning the bytes given
+// back to the device.
+func (e *engine) tidy(nd *memNode) uint64 {
+	var freed uint64
+	for size, bufs := range nd.cache {
+		for _, b := range bufs {
+			e.freeDevice(nd, b, size)
+			freed += size
+		}
+		delete(nd.cache, size)
+	}
+	return freed
 }
 
 func (e *engine) freeDevice(nd *memNode, buf, size uint64) {

@@ -4,6 +4,9 @@ package core
 
 import (
 	"fmt"
+
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/kernel"
 )
 
 // memNode is a memory node: RAM (node 0, the shared-memory arena) or a
@@ -76,4 +79,92 @@ func (d *driverInst) globalNode(local int) int {
 		return 0
 	}
 	return d.nodeBase + local - 1
+}
+
+// TidyMemory gives back to the device of memory node node the allocations
+// the runtime keeps there for reuse (freed copies of unregistered or
+// invalidated data, see SetDontCache), and returns how many bytes that
+// was (StarPU's starpu_memchunk_tidy). Data copies are left alone: they
+// are evicted when memory runs out. RAM keeps no such cache: its
+// allocations go back to the arena when freed, so node 0 returns 0.
+func (rt *Runtime) TidyMemory(node int) (uint64, error) {
+	if err := rt.usable(); err != nil {
+		return 0, err
+	}
+	if err := rt.checkNode(node); err != nil {
+		return 0, fmt.Errorf("tidy memory: %w", err)
+	}
+	if node == 0 {
+		return 0, nil
+	}
+	var freed uint64
+	e := rt.engine
+	e.sync(func() { freed = e.tidy(rt.nodes[node]) })
+	return freed, nil
+}
+
+// placeByNodes narrows where j may run to the workers computing on the
+// memory node its buffers name (Codelet.Nodes, Task.Nodes). A worker's
+// kernels reach only its own node (the CPU driver's the arena, a device
+// driver's its device), so a buffer is accessed on the node it names by
+// running the task on a worker of that node, which fetches it there; and
+// NodeLocal, NodeFast and NodeSlow, the nodes the worker can reach, are
+// all its own. When the architectures left say which workers those are,
+// they do; otherwise the task is pinned to the node's one worker.
+func (rt *Runtime) placeByNodes(t *Task, j *job, name string) error {
+	nodes := t.Codelet.Nodes
+	if t.Nodes != nil {
+		nodes = t.Nodes
+	}
+	want, first := -1, -1
+	for i, n := range nodes {
+		switch n {
+		case NodeLocal, NodeFast, NodeSlow:
+			continue
+		case NodeCPU:
+			n = 0
+		}
+		if t.Handles[i].layout.Interface == kernel.Void {
+			continue // no data to place
+		}
+		if want >= 0 && n != want {
+			return fmt.Errorf("%w: task %q: buffer %d is asked on memory node %d (%s) and buffer %d on node %d (%s); a worker's kernels reach only its own node", ErrNoWorker, name, first, want, rt.nodeName(want), i, n, rt.nodeName(n))
+		}
+		want, first = n, i
+	}
+	if want < 0 {
+		return nil
+	}
+	var on, elsewhere uint32 // architectures with workers on the node, and off it
+	var only *workerState
+	count := 0
+	for _, w := range rt.workers {
+		bit := driver.ArchBit(w.drv.fp.Arch)
+		switch {
+		case j.archMask&bit == 0 || j.implMaskOf(w.driverIdx) == 0:
+		case w.node == want:
+			on |= bit
+			only = w
+			count++
+		default:
+			elsewhere |= bit
+		}
+	}
+	if on == 0 {
+		return fmt.Errorf("%w: task %q: buffer %d is asked on memory node %d (%s), where no worker that can run codelet %q computes", ErrNoWorker, name, first, want, rt.nodeName(want), t.Codelet.Name)
+	}
+	if j.pinned >= 0 {
+		if w := rt.workers[j.pinned]; w.node != want {
+			return fmt.Errorf("%w: task %q must run on worker %d, on memory node %d (%s), but buffer %d is asked on node %d (%s)", ErrNoWorker, name, w.id, w.node, rt.nodeName(w.node), first, want, rt.nodeName(want))
+		}
+		return nil
+	}
+	j.archMask = on
+	if on&elsewhere != 0 {
+		if count > 1 {
+			return fmt.Errorf("%w: task %q: buffer %d is asked on memory node %d (%s), whose workers have the architecture of workers on other nodes: run it with ExecuteOnWorker", ErrNoWorker, name, first, want, rt.nodeName(want))
+		}
+		j.pinned = int32(only.id)
+	}
+	return nil
 }

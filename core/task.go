@@ -623,7 +623,7 @@ func (rt *Runtime) placeTask(t *Task, j *job, name string) error {
 			}
 		}
 	}
-	return nil
+	return rt.placeByNodes(t, j, name)
 }
 
 // ready is called once a job's dependencies are all met; releasedBy is the

@@ -116,7 +116,8 @@ const (
 	NodeLocal = -1
 	// NodeCPU is the RAM memory node.
 	NodeCPU = -2
-	// NodeSlow is a slow node the worker can reach (RAM here).
+	// NodeSlow is a slow node the worker can reach: its local node, the
+	// only one a worker's kernels reach here.
 	NodeSlow = -3
 	// NodeFast is a fast node the worker can reach (its local node).
 	NodeFast = -4
@@ -163,7 +164,11 @@ type Codelet struct {
 	// Nodes, when set, gives for each buffer the memory node where a task
 	// accesses it (a node number or NodeLocal, NodeCPU, NodeSlow, NodeFast)
 	// instead of the node of the worker that runs it: StarPU's
-	// specific_nodes. Codelets with VariableBuffers set Task.Nodes instead.
+	// specific_nodes. A worker's kernels reach only its own node, so the
+	// task runs on a worker of the node named; buffers naming different
+	// nodes, or a node where no worker able to run the codelet computes,
+	// are ErrNoWorker at Submit. Codelets with VariableBuffers set
+	// Task.Nodes instead.
 	Nodes []int
 	// ModelName names the codelet's performance model (StarPU's
 	// perfmodel symbol); Task.TaskName falls back to it.
