@@ -3,12 +3,12 @@
 
 GO ?= go
 BIN := bin
-PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driver-opencl $(BIN)/plugins/driver-cuda $(BIN)/plugins/sched-dmda $(BIN)/plugins/sched-eager $(BIN)/plugins/iface-csr $(BIN)/plugins/iface-coo $(BIN)/plugins/sched-prio $(BIN)/plugins/sched-random $(BIN)/plugins/sched-lws $(BIN)/plugins/sched-heteroprio
+PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driver-opencl $(BIN)/plugins/driver-cuda $(BIN)/plugins/sched-dmda $(BIN)/plugins/sched-eager $(BIN)/plugins/iface-csr $(BIN)/plugins/iface-coo $(BIN)/plugins/iface-bcsr $(BIN)/plugins/sched-prio $(BIN)/plugins/sched-random $(BIN)/plugins/sched-lws $(BIN)/plugins/sched-heteroprio
 # Packages whose tests run under the race detector: the runtime and the
 # contracts. The plugins' and tools' tests run without it (cgo BLAS under
 # -race is slow and has no shared state to check).
 RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/... ./plugins/sched-dmda/... ./plugins/sched-prio/... ./plugins/sched-random/... ./plugins/sched-lws/... ./plugins/sched-heteroprio/...
-PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./plugins/driver-cuda/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./cmd/... ./examples/... ./internal/guide/...
+PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./plugins/driver-cuda/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./plugins/iface-bcsr/... ./plugins/internal/... ./cmd/... ./examples/... ./internal/guide/...
 
 .PHONY: all build demo test setup bench lint install uninstall
 all: build
@@ -23,6 +23,7 @@ build:
 	$(GO) build -o $(BIN)/plugins/sched-eager ./examples/sched-eager
 	$(GO) build -o $(BIN)/plugins/iface-csr ./plugins/iface-csr
 	$(GO) build -o $(BIN)/plugins/iface-coo ./plugins/iface-coo
+	$(GO) build -o $(BIN)/plugins/iface-bcsr ./plugins/iface-bcsr
 	$(GO) build -o $(BIN)/plugins/sched-prio ./plugins/sched-prio
 	$(GO) build -o $(BIN)/plugins/sched-random ./plugins/sched-random
 	$(GO) build -o $(BIN)/plugins/sched-lws ./plugins/sched-lws
@@ -83,6 +84,7 @@ FUZZ_TARGETS := \
 	./core/config:FuzzParseSize \
 	./cmd/starpu:FuzzReadMTX \
 	./plugins/iface-csr/csriface:FuzzCSR \
+	./plugins/iface-bcsr/bcsriface:FuzzBCSR \
 	./pluginapi/base:FuzzPluginInfoReply \
 	./pluginapi/base:FuzzConfigSchemaReply \
 	./pluginapi/driver:FuzzFingerprintReply \

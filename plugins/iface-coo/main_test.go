@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/starpu-go/starpu/pluginapi/iface"
 	"github.com/starpu-go/starpu/pluginapi/iface/ifacetest"
 	"github.com/starpu-go/starpu/plugins/iface-coo/coo"
 )
@@ -36,7 +37,24 @@ func TestPlugin(t *testing.T) {
 	if _, err := p.Describe(ctx, m.Encode(), r.Parts); err == nil || err.Error() != "plugin iface-coo: describe: coo: rows[2] = 3, beyond the 3 rows" {
 		t.Errorf("malformed COO: %v", err)
 	}
-	if _, err := p.Partition(ctx, "rows", m.Encode(), r.Parts, 2); err == nil || !strings.Contains(err.Error(), "has no filters") {
-		t.Errorf("Partition: %v", err)
+	if _, err := p.Partition(ctx, "rows", m.Encode(), r.Parts, 2); err == nil || !strings.HasSuffix(err.Error(), `interface coo has no filter "rows" (it has entries)`) {
+		t.Errorf("Partition rows: %v", err)
+	}
+	good := ifacetest.Load(t, a, parts)
+	kids, err := p.Partition(ctx, coo.EntriesFilter, m.Encode(), good.Parts, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := iface.CheckChildren(d.Buffers, kids); err != nil {
+		t.Fatal(err)
+	}
+	// Entries 0-1, 2 and 3, each child a 3x3 matrix.
+	for i, want := range []uint32{2, 1, 1} {
+		if cm, err := coo.Decode(kids[i].Meta); err != nil || cm != (coo.Meta{NNZ: want, NX: 3, NY: 3, ElemSize: 8}) {
+			t.Errorf("child %d is %v, %v", i, cm, err)
+		}
+	}
+	if _, err := p.Partition(ctx, coo.EntriesFilter, m.Encode(), good.Parts, 5); err == nil || !strings.HasSuffix(err.Error(), "cannot split 4 entries into 5 parts") {
+		t.Errorf("Partition into 5: %v", err)
 	}
 }

@@ -18,9 +18,14 @@ func csrBuffer[T float](nz []T, ci, rp []uint32, fe uint32) kernel.Buffer {
 	if err != nil {
 		panic(err)
 	}
-	l := m.Layout()
+	return regionBuffer(m.Layout(), m.PartSizes(), parts)
+}
+
+// regionBuffer lays a plugin interface's parts out in one 8-byte aligned
+// region, as the core does, and returns the read-only buffer a kernel sees.
+func regionBuffer(l kernel.Layout, sizes []uint64, parts [][]byte) kernel.Buffer {
 	l.Interface = kernel.FirstPluginInterface + 1
-	offs, total := iface.PartOffsets(m.PartSizes())
+	offs, total := iface.PartOffsets(sizes)
 	region := bytesOf(make([]float64, (total+7)/8))[:total]
 	for i, p := range parts {
 		copy(region[offs[i]:], p)

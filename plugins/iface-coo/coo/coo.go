@@ -7,20 +7,44 @@
 // A COO matrix is NY rows by NX columns (StarPU's nx and ny axes) with NNZ
 // stored entries: entry k is Values[k] at row Rows[k], column Cols[k], both
 // 0-based. Its parts are rows, cols (uint32 each) and values, in that order.
+//
+// The "entries" filter splits the entries into consecutive ranges: each
+// child is a matrix of the parent's size holding some of its entries, so
+// that tasks over the children add their products into one y (see
+// SpmvAddF64).
 package coo
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"unsafe"
 
 	"github.com/starpu-go/starpu/pluginapi/iface"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/plugins/internal/sparse"
 )
 
 // Name is the interface's name: the plugin is bin/plugins/iface-coo.
 const Name = "coo"
+
+// EntriesFilter is the name of the entry-range filter: child i of n holds
+// the entries Chunk(nnz, n, i) of its parent, in a matrix of the parent's
+// size. (StarPU 1.3 has no COO filter; this one needs no order of the
+// entries.)
+const EntriesFilter = "entries"
+
+// The CPU driver's COO kernels (plugins/driver-cpu/kernels).
+//
+// SpmvAddF32 and SpmvAddF64: y += A*x. Buffers: [COO A R, vector x_0 R,
+// ..., vector x_k-1 R, vector y RW or Redux], k >= 1, elements of the
+// kernel's type; x is the concatenation of the x_i and has A's nx elements,
+// y has A's ny. Adding lets the children of the entries filter each add
+// their part of the product: with y in Redux mode (its reduction methods
+// the add and zero kernels) they run in parallel. No argument.
+const (
+	SpmvAddF32 = "spmv_add_coo_f32"
+	SpmvAddF64 = "spmv_add_coo_f64"
+)
 
 // MetaSize is the length of the metadata encoding.
 const MetaSize = 16
@@ -46,21 +70,15 @@ type Meta struct {
 }
 
 // Encode returns the four fields as little-endian uint32, in order.
-func (m Meta) Encode() []byte {
-	b := make([]byte, MetaSize)
-	for i, v := range []uint32{m.NNZ, m.NX, m.NY, m.ElemSize} {
-		binary.LittleEndian.PutUint32(b[4*i:], v)
-	}
-	return b
-}
+func (m Meta) Encode() []byte { return sparse.EncodeFields(m.NNZ, m.NX, m.NY, m.ElemSize) }
 
 // Decode parses and checks metadata from Encode.
 func Decode(b []byte) (Meta, error) {
-	if len(b) != MetaSize {
+	f, ok := sparse.DecodeFields(b, MetaSize/4)
+	if !ok {
 		return Meta{}, fmt.Errorf("coo metadata of %d bytes, want %d (nnz, nx, ny, elemsize)", len(b), MetaSize)
 	}
-	le := binary.LittleEndian
-	m := Meta{NNZ: le.Uint32(b[0:]), NX: le.Uint32(b[4:]), NY: le.Uint32(b[8:]), ElemSize: le.Uint32(b[12:])}
+	m := Meta{NNZ: f[0], NX: f[1], NY: f[2], ElemSize: f[3]}
 	switch {
 	case m.ElemSize == 0 || m.ElemSize > 1<<16:
 		return Meta{}, fmt.Errorf("coo metadata: elemsize %d, want 1 to 65536", m.ElemSize)
@@ -91,27 +109,18 @@ func (m Meta) String() string {
 // Validate checks the parts' sizes and that every entry is inside the
 // matrix, naming the first bad one.
 func Validate(m Meta, rows, cols, values []byte) error {
-	sizes := m.PartSizes()
-	for i, b := range [][]byte{rows, cols, values} {
-		if uint64(len(b)) != sizes[i] {
-			return fmt.Errorf("coo: %s has %d bytes, %v needs %d", PartNames[i], len(b), m, sizes[i])
-		}
+	if err := sparse.CheckSizes(Name, m, PartNames, m.PartSizes(), rows, cols, values); err != nil {
+		return err
 	}
-	le := binary.LittleEndian
-	for k := uint32(0); k < m.NNZ; k++ {
-		if r := le.Uint32(rows[4*k:]); r >= m.NY {
-			return fmt.Errorf("coo: rows[%d] = %d, beyond the %d rows", k, r, m.NY)
-		}
-		if c := le.Uint32(cols[4*k:]); c >= m.NX {
-			return fmt.Errorf("coo: cols[%d] = %d, beyond the %d columns", k, c, m.NX)
-		}
+	if err := sparse.CheckIndices(Name, "rows", rows, m.NY, "rows"); err != nil {
+		return err
 	}
-	return nil
+	return sparse.CheckIndices(Name, "cols", cols, m.NX, "columns")
 }
 
 // Parts returns the metadata and parts an application registers for an
 // ny x nx matrix; they alias the slices.
-func Parts[T float32 | float64](rows, cols []uint32, values []T, nx, ny uint32) (Meta, [][]byte, error) {
+func Parts[T sparse.Float](rows, cols []uint32, values []T, nx, ny uint32) (Meta, [][]byte, error) {
 	if len(rows) != len(values) || len(cols) != len(values) {
 		return Meta{}, nil, fmt.Errorf("coo: %d rows, %d cols, %d values: want one of each per entry", len(rows), len(cols), len(values))
 	}
@@ -120,52 +129,33 @@ func Parts[T float32 | float64](rows, cols []uint32, values []T, nx, ny uint32) 
 	}
 	var zero T
 	m := Meta{NNZ: uint32(len(values)), NX: nx, NY: ny, ElemSize: uint32(unsafe.Sizeof(zero))}
-	return m, [][]byte{asBytes(rows), asBytes(cols), asBytes(values)}, nil
+	return m, [][]byte{sparse.AsBytes(rows), sparse.AsBytes(cols), sparse.AsBytes(values)}, nil
 }
 
 // Matrix is a kernel's view of a COO buffer, over the arena.
-type Matrix[T float32 | float64] struct {
+type Matrix[T sparse.Float] struct {
 	Meta
 	Rows, Cols []uint32
 	Values     []T
 }
 
 // View checks that buf is a COO buffer of T elements and returns its parts.
-func View[T float32 | float64](buf *kernel.Buffer) (Matrix[T], error) {
+func View[T sparse.Float](buf *kernel.Buffer) (Matrix[T], error) {
 	var zero T
-	switch {
-	case buf.Interface < kernel.FirstPluginInterface || buf.LDZ != LayoutTag:
-		return Matrix[T]{}, fmt.Errorf("buffer is a %v, not a COO matrix", buf.Interface)
-	case buf.ElemSize != uint32(unsafe.Sizeof(zero)):
-		return Matrix[T]{}, fmt.Errorf("COO matrix has %d-byte elements, want %d", buf.ElemSize, unsafe.Sizeof(zero))
-	case buf.NX > math.MaxUint32 || buf.NY > math.MaxUint32 || buf.NZ > math.MaxUint32:
+	if err := sparse.CheckBuffer(buf, LayoutTag, uint32(unsafe.Sizeof(zero)), "COO matrix"); err != nil {
+		return Matrix[T]{}, err
+	}
+	if buf.NX > math.MaxUint32 || buf.NY > math.MaxUint32 || buf.NZ > math.MaxUint32 {
 		return Matrix[T]{}, fmt.Errorf("COO layout %dx%d nnz %d passes the uint32 range", buf.NZ, buf.NY, buf.NX)
 	}
 	m := Meta{NNZ: uint32(buf.NX), NX: uint32(buf.NY), NY: uint32(buf.NZ), ElemSize: buf.ElemSize}
-	sizes := m.PartSizes()
-	offs, n := iface.PartOffsets(sizes)
-	if buf.LD != n || uint64(len(buf.Bytes)) < n {
-		return Matrix[T]{}, fmt.Errorf("%v needs a region of %d bytes, the buffer has LD %d and %d bytes", m, n, buf.LD, len(buf.Bytes))
+	parts, err := sparse.Region(buf, m.PartSizes(), m)
+	if err != nil {
+		return Matrix[T]{}, err
 	}
-	if len(buf.Bytes) > 0 && uintptr(unsafe.Pointer(&buf.Bytes[0]))%8 != 0 {
-		return Matrix[T]{}, fmt.Errorf("COO region is not 8-byte aligned")
-	}
-	part := func(i int) []byte { return buf.Bytes[offs[i] : offs[i]+sizes[i]] }
-	return Matrix[T]{Meta: m, Rows: asSlice[uint32](part(PartRows)), Cols: asSlice[uint32](part(PartCols)), Values: asSlice[T](part(PartValues))}, nil
+	return Matrix[T]{Meta: m, Rows: sparse.AsSlice[uint32](parts[PartRows]), Cols: sparse.AsSlice[uint32](parts[PartCols]), Values: sparse.AsSlice[T](parts[PartValues])}, nil
 }
 
-func asBytes[T any](s []T) []byte {
-	if len(s) == 0 {
-		return []byte{}
-	}
-	var zero T
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(zero)))
-}
-
-func asSlice[T any](b []byte) []T {
-	var zero T
-	if len(b) < int(unsafe.Sizeof(zero)) {
-		return nil
-	}
-	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/int(unsafe.Sizeof(zero)))
-}
+// Chunk is the entries [lo, hi) of child i of n that the entries filter
+// gives a matrix of nnz entries: nnz/n each, the first nnz%n one more.
+func Chunk(nnz, n, i int) (lo, hi int) { return sparse.Chunk(nnz, n, i) }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/starpu-go/starpu/pluginapi/iface"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/plugins/internal/sparse"
 )
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -49,7 +50,7 @@ func TestValidateAndParts(t *testing.T) {
 		{"col", rows, []uint32{3, 0, 4}, "coo: cols[2] = 4, beyond the 4 columns"},
 		{"size", rows[:2], cols, "coo: rows has 8 bytes, coo(2x4 nnz=3 elemsize=4) needs 12"},
 	} {
-		if err := Validate(m, asBytes(c.rows), asBytes(c.cols), parts[2]); err == nil || err.Error() != c.want {
+		if err := Validate(m, sparse.AsBytes(c.rows), sparse.AsBytes(c.cols), parts[2]); err == nil || err.Error() != c.want {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/starpu-go/starpu/pluginapi/iface"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
+	"github.com/starpu-go/starpu/plugins/internal/sparse"
 )
 
 // sample is the 3x4 matrix
@@ -76,7 +77,7 @@ func TestValidate(t *testing.T) {
 		{"colind short", m, ci[:3], rp, 0, "colind has 12 bytes"},
 		{"elemsize", Meta{NNZ: 4, NRow: 3, ElemSize: 4}, ci, rp, 0, "nzval has 32 bytes"},
 	} {
-		err := Validate(c.m, parts[0], asBytes(c.colind), asBytes(c.rowptr), c.ncol)
+		err := Validate(c.m, parts[0], sparse.AsBytes(c.colind), sparse.AsBytes(c.rowptr), c.ncol)
 		if c.want == "" {
 			if err != nil {
 				t.Errorf("%s: %v", c.name, err)
