@@ -37,14 +37,16 @@
 //
 // Register data: [RegisterVector], [RegisterMatrix], [RegisterBlock],
 // [RegisterVariable], [Runtime.RegisterInterface] (a data interface
-// plugin) and [Malloc] for arena memory; [Handle.Acquire] and
+// plugin) and [Malloc] for arena memory ([PtrRegister] gives it to data
+// registered without home); [Handle.Acquire] and
 // [Handle.Release] to read it from Go between tasks; [Handle.Unregister]
 // to get it back. Split it with [Handle.Partition] or, asynchronously,
 // [Handle.Plan]; reduce into it with [Handle.SetReductionMethods].
 //
 // Move data ahead of time: [Handle.PrefetchOnNode],
 // [Handle.FetchOnNodeAsync], [Handle.WontUse]; see where it is with
-// [Handle.QueryStatus] and [Runtime.MemoryNodes].
+// [Handle.QueryStatus], [Handle.InterfaceOn] and [Runtime.MemoryNodes];
+// give cached device memory back with [Runtime.TidyMemory].
 //
 // Divide the machine: [Runtime.CreateSchedContext] gives a set of workers
 // its own policy; [Runtime.Workers] lists them.
@@ -52,7 +54,8 @@
 // Observe: $STARPU_TRACE or [Options].TraceFile (a trace file, read back
 // with [ReadTraceFile]), [Runtime.WriteTrace] (Chrome trace),
 // [Runtime.Profiling], [Runtime.CodeletStats], [Runtime.DriverNotes],
-// [Runtime.ProbePlugins].
+// [Runtime.ProbePlugins]; a live dashboard in a browser while it runs
+// ([Options].Dashboard or $STARPU_DASHBOARD, [Runtime.DashboardAddr]).
 //
 // Survive faults: [ErrPluginCrashed], [ErrDataLost] and [Handle.Lost];
 // plugins that die are restarted (config.Config.PluginRestarts) and tasks
@@ -78,6 +81,8 @@
 //	performance models             task_models.go, perfmodel/    docs/design/perfmodel.md
 //	tracing, STARPU_*_STATS hooks  task_trace.go                 docs/design/tracing.md
 //	statistics printed at Shutdown stats_shutdown.go             docs/design/tracing.md
+//	live dashboard: snapshots      stats_dashboard.go            docs/design/tracing.md
+//	live dashboard: server, page   internal/dashboard/           docs/design/tracing.md
 //	trace files read back          trace_file.go                 docs/design/tracing.md
 //	trace formats, analysis, views internal/trace/               docs/design/tracing.md
 //	handles, register, unregister  data.go                       docs/design/access.md

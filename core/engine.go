@@ -846,6 +846,7 @@ func (e *engine) checkPlugins() {
 		}
 		d.dead.Store(true)
 		rt.log.Error("driver plugin "+exitNote(d.proc), "driver", d.name, "pid", d.proc.Pid())
+		rt.tracePluginExit("driver-"+d.name, d.proc)
 		died = append(died, d)
 	}
 	// A dead driver's transfers and allocations never complete: fail them,
@@ -886,6 +887,7 @@ func (e *engine) checkPlugins() {
 		if c.proc == nil || c.restarting.Load() || c.broken.Load() != nil || rt.broken.Load() != nil || !c.proc.Exited() {
 			continue
 		}
+		rt.tracePluginExit("sched-"+c.policy, c.proc)
 		// Its last decisions first: the tasks it assigned run.
 		e.drainContext(c)
 		if why := e.schedRestartBlocked(c); why != "" {

@@ -98,6 +98,9 @@ func (rt *Runtime) launch(ctx context.Context, c loader.Candidate) (*loader.Plug
 	}
 	hb.mu.Unlock()
 	p, err := loader.Launch(ctx, c, loader.Options{Arena: rt.arena, Logger: rt.log, Heartbeat: slot})
+	if err == nil {
+		rt.tracePluginStart(c.Label(), p) // task_trace.go
+	}
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
 	switch {

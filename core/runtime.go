@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/starpu-go/starpu/core/config"
+	"github.com/starpu-go/starpu/core/internal/dashboard"
 	"github.com/starpu-go/starpu/core/internal/loader"
 	"github.com/starpu-go/starpu/core/perfmodel"
 	"github.com/starpu-go/starpu/pluginapi/base"
@@ -66,6 +67,11 @@ type Options struct {
 	// Compose libraries here: the standard one is kernels.Library() of
 	// plugins/driver-cpu/kernels. A name given twice is an error.
 	Kernels []kernel.Kernel
+	// Dashboard, when set, is the address (host:port; port 0 picks one)
+	// the live dashboard serves on while the runtime runs, in place of
+	// config dashboard ($STARPU_DASHBOARD); see Runtime.DashboardAddr. It
+	// has no authentication: bind it to localhost.
+	Dashboard string
 }
 
 // Runtime is one instance of the runtime: its plugins, workers, data and
@@ -135,6 +141,9 @@ type Runtime struct {
 	// counts the handles whose data a failed task lost (data_lost.go).
 	fails failQueue
 	nlost atomic.Int32
+	// dash is the live dashboard's server, nil when off
+	// (stats_dashboard.go).
+	dash *dashboard.Server
 }
 
 // threadBudget is what reserveThreads raised GOMAXPROCS for: busy counts
@@ -220,6 +229,9 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 			rt.teardown()
 		}
 	}()
+	if err := rt.listenDashboard(opt); err != nil { // before any plugin starts (stats_dashboard.go)
+		return nil, err
+	}
 	if err := rt.createArena(); err != nil {
 		return nil, err
 	}
@@ -253,6 +265,7 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 			return nil, fmt.Errorf("config: %w", err)
 		}
 	}
+	rt.serveDashboard()
 	return rt, nil
 }
 
@@ -503,6 +516,7 @@ func (rt *Runtime) start(ctx context.Context) error {
 	if err := rt.sched.Init(ctx, rt.schedInit(rt.global.workers, rt.global.rings)); err != nil {
 		return fmt.Errorf("scheduler %s: init: %w", rt.cfg.Sched, err)
 	}
+	rt.traceDescribe() // the workers exist now (task_trace.go)
 	e.start()
 	return nil
 }
@@ -580,8 +594,9 @@ func (rt *Runtime) teardown() error {
 		defer cancel()
 		return f(ctx)
 	}
-	var errs []error
-	// Restarts first, while the engine runs their last steps.
+	// The dashboard first, while the engine still answers it.
+	errs := []error{rt.stopDashboard()}
+	// Then restarts, while the engine runs their last steps.
 	rt.restarts.mu.Lock()
 	if !rt.restarts.off {
 		rt.restarts.off = true

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/starpu-go/starpu/core/internal/loader"
 	"github.com/starpu-go/starpu/core/internal/trace"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
@@ -297,7 +298,8 @@ func (tr *tracer) flushRound() {
 func (rt *Runtime) traceTask(worker int, j *job, start, end int64, failed bool) {
 	tr := rt.trace
 	if tr.stream != nil {
-		tr.round = append(tr.round, trace.Rec{Kind: trace.RecRun, ID: j.id, Worker: int32(worker), Start: start, End: end, Footprint: j.footprint, Failed: failed})
+		tr.round = append(tr.round, trace.Rec{Kind: trace.RecRun, ID: j.id, Worker: int32(worker), Start: start, End: end, Footprint: j.footprint, Failed: failed,
+			Posted: j.posted, Predicted: j.predicted, PredictedTransfer: j.predictedTransfer})
 	}
 	if tr.mem == nil {
 		return
@@ -343,6 +345,64 @@ func (tr *tracer) xferDone(id uint64, start, end int64, failed bool) {
 		l.bytes += x.bytes
 		l.busy += end - start
 	}
+}
+
+// traceDescribe writes the workers and memory nodes into the trace file once
+// they exist (start, before the engine runs), so that a converter
+// reading it in order knows each worker's node.
+func (rt *Runtime) traceDescribe() {
+	if tr := rt.trace; tr != nil && tr.stream != nil {
+		tr.stream.Describe(rt.traceWorkers(), rt.traceNodes())
+	}
+}
+
+// tracePluginStart records that plugin name's process p started
+// (launch). A start after an exit of the same plugin reads back as its
+// restart.
+func (rt *Runtime) tracePluginStart(name string, p *loader.Plugin) {
+	if tr := rt.trace; tr != nil && tr.stream != nil && p != nil {
+		tr.stream.Plugin(wire.Now(), trace.PluginStart, name, p.Pid(), "")
+	}
+}
+
+// tracePluginExit records that the engine found plugin name's process p
+// gone (checkPlugins), with how it ended.
+func (rt *Runtime) tracePluginExit(name string, p *loader.Plugin) {
+	if tr := rt.trace; tr != nil && tr.stream != nil && p != nil {
+		tr.stream.Plugin(wire.Now(), trace.PluginExit, name, p.Pid(), exitNote(p))
+	}
+}
+
+// CommEvent is one point-to-point communication between processes, as a
+// communication layer (core/mpi) reports it to the trace: a send to or a
+// receive from rank Peer, with its tag, size and handle (nil for a
+// message that carries none), posted at Start and completed at End.
+type CommEvent struct {
+	Send       bool
+	Peer       int
+	Tag        int64
+	Bytes      uint64
+	Handle     *Handle
+	Start, End time.Time
+	// Failed: the communication did not complete.
+	Failed bool
+}
+
+// TraceComm records c in the trace file, on a row per peer rank (starpu
+// trace view, the JSON and Perfetto traces). It is for communication
+// layers such as core/mpi, which call it once a communication completes;
+// any goroutine may. Without a trace file it costs one nil check.
+func (rt *Runtime) TraceComm(c CommEvent) {
+	tr := rt.trace
+	if tr == nil || tr.stream == nil {
+		return
+	}
+	x := trace.Comm{Send: c.Send, Peer: c.Peer, Tag: c.Tag, Bytes: c.Bytes, Failed: c.Failed,
+		Start: rt.clock.baseNs + int64(c.Start.Sub(rt.clock.base)), End: rt.clock.baseNs + int64(c.End.Sub(rt.clock.base))}
+	if c.Handle != nil {
+		x.Handle = c.Handle.id
+	}
+	tr.stream.Comm(x)
 }
 
 // WriteTrace writes the timelines of the workers, one row per worker, as a

@@ -48,6 +48,15 @@ type TraceSummary struct {
 	Efficiency float64
 	// Codelets is the number of tasks per codelet.
 	Codelets map[string]int
+	// Fetching, Scheduling and Idle are the workers' time between tasks
+	// within the makespan, summed over the workers: waiting for their next
+	// task's data, for a ready task to start, for a task to be ready.
+	Fetching, Scheduling, Idle time.Duration
+	// Plugins are the plugin process events, as "start driver-cpu",
+	// "exit driver-cpu", "restart driver-cpu", in order; Comms counts the
+	// communications with other processes (TraceComm).
+	Plugins []string
+	Comms   int
 	// Complete: the runtime closed the trace.
 	Complete bool
 }
@@ -61,6 +70,15 @@ func (f *TraceFile) Summary() TraceSummary {
 	for _, c := range s.Codelets {
 		out.Codelets[c.Name] = c.Count
 	}
+	for _, w := range s.Workers {
+		out.Fetching += time.Duration(w.Fetching)
+		out.Scheduling += time.Duration(w.Scheduling)
+		out.Idle += time.Duration(w.Idle)
+	}
+	for _, p := range f.t.Plugins {
+		out.Plugins = append(out.Plugins, p.Kind.String()+" "+p.Name)
+	}
+	out.Comms = len(f.t.Comms)
 	return out
 }
 
@@ -85,6 +103,16 @@ func (f *TraceFile) WriteHTML(w io.Writer, title string) error {
 // WriteDot writes the task graph in Graphviz's dot language, as StarPU's
 // dag.dot, the critical path in red.
 func (f *TraceFile) WriteDot(w io.Writer) error { return f.t.WriteDot(w, f.sum) }
+
+// WritePerfetto writes the trace in Perfetto's protobuf format (open it in
+// ui.perfetto.dev): a track per worker, bus link, plugin process and peer
+// rank, slices for tasks, worker states, transfers and communications,
+// flows for the dependencies.
+func (f *TraceFile) WritePerfetto(w io.Writer) error { return f.t.WritePerfetto(w) }
+
+// WritePaje writes the trace in the Paje format StarPU's starpu_fxt_tool
+// writes (paje.trace), for ViTE and StarVZ.
+func (f *TraceFile) WritePaje(w io.Writer) error { return f.t.WritePaje(w, f.sum) }
 
 // WriteTasksRec writes the tasks in StarPU's tasks.rec format.
 func (f *TraceFile) WriteTasksRec(w io.Writer) error { return f.t.WriteTasksRec(w) }

@@ -2,11 +2,13 @@ package core_test
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -234,8 +236,19 @@ func TestTraceTransfersAndStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	// In, out, in, out: 4 copies of 40 bytes.
-	if s := tf.Summary(); s.Transfers != 4 || s.Ran != 4 {
+	s := tf.Summary()
+	if s.Transfers != 4 || s.Ran != 4 {
 		t.Errorf("%d transfers and %d tasks in the trace, want 4 and 4", s.Transfers, s.Ran)
+	}
+	// Each task waited for its copy in: the workers fetched; the states
+	// and the tasks cover both workers' makespan.
+	if s.Fetching <= 0 || s.Scheduling <= 0 {
+		t.Errorf("fetching %v, scheduling %v: want both", s.Fetching, s.Scheduling)
+	}
+	whole := float64(s.Makespan) * float64(s.Workers)
+	covered := s.Efficiency*whole + float64(s.Fetching+s.Scheduling+s.Idle)
+	if math.Abs(covered-whole) > whole/100 {
+		t.Errorf("executing and the states cover %v of %d workers x the makespan %v", time.Duration(covered), s.Workers, s.Makespan)
 	}
 	var sum strings.Builder
 	if err := tf.WriteSummary(&sum); err != nil {

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building and testing the runtime needs, when it is missing:
 # OpenBLAS and LAPACKE for the CPU driver's kernels, the OpenCL ICD loader,
-# headers and pocl (a CPU OpenCL device) for the OpenCL driver. With --peers it also
+# headers and pocl (a CPU OpenCL device) for the OpenCL driver, Chromium for the
+# dashboard's browser test (core/stats_dashboard_browser_test.go). With --peers it also
 # installs StarPU 1.3 (Debian) for the side-by-side benchmarks.
 set -euo pipefail
-pkgs=(gcc libopenblas-dev liblapacke-dev ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo libopenmpi-dev openmpi-bin)
+pkgs=(gcc libopenblas-dev liblapacke-dev ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo libopenmpi-dev openmpi-bin chromium)
 if [[ "${1:-}" == "--peers" ]]; then
   pkgs+=(starpu-examples starpu-tools libstarpu-dev)
 fi

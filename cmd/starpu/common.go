@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 
 	"github.com/starpu-go/starpu/core"
@@ -74,6 +75,8 @@ type runtimeFlags struct {
 	sched     string
 	ncpu      optionalInt
 	trace     string
+	stats     bool
+	dashboard string
 	progress  *progressLine // on a terminal (trace_progress.go)
 }
 
@@ -86,7 +89,8 @@ const (
 	withSched rtFlags = 1 << iota
 	// withNCPU: the command runs tasks, or reports the workers.
 	withNCPU
-	// withTrace: the command runs tasks, whose timelines the trace shows.
+	// withTrace: the command runs tasks, which --trace, --stats and
+	// --dashboard observe.
 	withTrace
 	// allRuntimeFlags: the command runs tasks on the runtime it starts.
 	allRuntimeFlags = withSched | withNCPU | withTrace
@@ -111,6 +115,8 @@ func (f *runtimeFlags) registerSome(fs *flag.FlagSet, which rtFlags) {
 	}
 	if which&withTrace != 0 {
 		fs.StringVar(&f.trace, "trace", "", "stream a trace of the run to `FILE`: .json is Chrome/Perfetto JSON, any other extension the native format; read it with starpu trace (default $STARPU_TRACE)")
+		fs.BoolVar(&f.stats, "stats", false, "print the worker and bus statistics at the end, as STARPU_WORKER_STATS=1 and STARPU_BUS_STATS=1 do (to stderr, or to $STARPU_WORKER_STATS_FILE and $STARPU_BUS_STATS_FILE)")
+		fs.StringVar(&f.dashboard, "dashboard", "", "serve the live dashboard on `ADDR` (host:port; port 0 picks one) while the command runs; no authentication: bind it to localhost (default $STARPU_DASHBOARD)")
 	}
 }
 
@@ -135,11 +141,29 @@ func (f *runtimeFlags) start(ctx context.Context) (*core.Runtime, error) {
 	if f.ncpu.set {
 		cfg.NCPU = f.ncpu.v
 	}
-	rt, err := core.Init(ctx, core.Options{Config: cfg, TraceFile: f.trace})
+	opt := core.Options{Config: cfg, TraceFile: f.trace, Dashboard: f.dashboard}
+	if f.stats {
+		opt.Getenv = withStats(os.Getenv)
+	}
+	rt, err := core.Init(ctx, opt)
 	if err == nil {
+		if addr := rt.DashboardAddr(); addr != "" {
+			fmt.Fprintf(os.Stderr, "starpu %s: dashboard on http://%s/\n", f.cmd, addr)
+		}
 		f.startProgress(rt)
 	}
 	return rt, err
+}
+
+// withStats is getenv with STARPU_WORKER_STATS and STARPU_BUS_STATS set to
+// 1, which is what --stats means.
+func withStats(getenv func(string) string) func(string) string {
+	return func(name string) string {
+		if name == core.EnvWorkerStats || name == core.EnvBusStats {
+			return "1"
+		}
+		return getenv(name)
+	}
 }
 
 // finish shuts the runtime down, which completes the trace file.

@@ -24,13 +24,16 @@ commands:
   version                  the tool's version, its Go release and the plugin API version it speaks
   machine                  plugins found, workers and memory nodes
   run vector-scal          scale a vector on the workers and verify it
-  run cholesky             tiled Cholesky factorisation, verified by a residual check
+  run cholesky             tiled Cholesky factorisation, verified by a residual check;
+                           --mpi: over the ranks of an MPI job (mpirun -np N)
   run spmv                 sparse matrix-vector product by CSR row blocks, against a plain Go loop
   run cg                   conjugate gradient on a sparse SPD matrix, verified by its residual
   bench overhead           per-task overhead: a dependency chain (StarPU's tasks_overhead),
                            or independent tasks with --independent
   bench bandwidth          RAM <-> device transfer bandwidth and latency (saves the bus model)
   bench sgemm              OpenBLAS's own sgemm GFlop/s, the reference for the Cholesky figures
+  bench mpi                ping-pong of a handle between two ranks against raw MPI
+                           (mpirun -np 2 starpu bench mpi)
   bench soak               a long mixed workload while memory and goroutines are sampled:
                            tells whether they stay flat (--duration, --max-growth-pct)
   sched list               scheduling policies in the plugin directory, with their settings
@@ -41,6 +44,8 @@ commands:
   trace view FILE          a trace as a Gantt chart (-o FILE.svg or FILE.html)
   trace dot FILE           a trace's task graph (dag.dot); trace rec FILE: tasks.rec
   trace json FILE          a native trace as Chrome/Perfetto JSON
+  trace perfetto FILE      a trace in Perfetto's protobuf format (-o FILE.pftrace)
+  trace paje FILE          a trace in StarPU's Paje format, for ViTE and StarVZ (paje.trace)
 
 Run "starpu <command> -h" (or "starpu help <command>") for the flags of a command.
 `
@@ -108,7 +113,7 @@ func dispatch(ctx context.Context, args []string, out io.Writer) error {
 		return usagef("run: unknown workload %q (vector-scal, cholesky, spmv, cg)", args[1])
 	case "bench":
 		if len(args) < 2 {
-			return usagef("bench: which benchmark? (overhead, bandwidth, sgemm, soak)")
+			return usagef("bench: which benchmark? (overhead, bandwidth, sgemm, soak, mpi)")
 		}
 		switch args[1] {
 		case "-h", "-help", "--help":
@@ -122,8 +127,10 @@ func dispatch(ctx context.Context, args []string, out io.Writer) error {
 			return sgemmBench(ctx, args[2:], out)
 		case "soak":
 			return soak(ctx, args[2:], out)
+		case "mpi":
+			return benchMPI(ctx, args[2:], out)
 		}
-		return usagef("bench: unknown benchmark %q (overhead, bandwidth, sgemm, soak)", args[1])
+		return usagef("bench: unknown benchmark %q (overhead, bandwidth, sgemm, soak, mpi)", args[1])
 	case "sched":
 		return schedCmd(ctx, args[1:], out)
 	case "perfmodel":

@@ -13,10 +13,11 @@ import (
 // traceCmd reads a trace file written with --trace or $STARPU_TRACE, as
 // StarPU's starpu_fxt_tool reads FxT traces: summary prints where the
 // time went, view draws a Gantt chart, dot and rec write StarPU's dag.dot
-// and tasks.rec, json converts a native trace for Perfetto.
+// and tasks.rec, json converts a native trace for Perfetto, perfetto
+// writes Perfetto's protobuf format and paje StarPU's paje.trace.
 func traceCmd(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return usagef("trace: which subcommand? (summary, view, dot, rec, json)")
+		return usagef("trace: which subcommand? (summary, view, dot, rec, json, perfetto, paje)")
 	}
 	var c *cmdFlags
 	var def string // the default output file
@@ -38,8 +39,14 @@ func traceCmd(args []string, out io.Writer) error {
 	case "json":
 		c = newCmd("trace json", "[flags] FILE", "Convert a native trace (a crashed run's too) to Chrome trace-event JSON, which\nPerfetto (ui.perfetto.dev) and chrome://tracing open.")
 		def = "FILE.json"
+	case "perfetto":
+		c = newCmd("trace perfetto", "[flags] FILE", "Write a traced run in Perfetto's protobuf format, which ui.perfetto.dev opens and\nwhich stays compact for large runs: tracks per worker, bus link, plugin and peer\nrank, slices for tasks, worker states, transfers and communications, flows for\nthe dependencies.")
+		def = "FILE.pftrace"
+	case "paje":
+		c = newCmd("trace paje", "[flags] FILE", "Write a traced run in the Paje format of StarPU's starpu_fxt_tool (paje.trace),\nwhich ViTE draws and StarVZ reads.")
+		def = "paje.trace"
 	default:
-		return usagef("trace: unknown subcommand %q (summary, view, dot, rec, json)", args[0])
+		return usagef("trace: unknown subcommand %q (summary, view, dot, rec, json, perfetto, paje)", args[0])
 	}
 	c.refuse("it reads a trace file, without starting the runtime", "config", "plugin-dir", "sched", "ncpu", "trace")
 	var file *string
@@ -65,6 +72,9 @@ func traceCmd(args []string, out io.Writer) error {
 		if ext, ok := strings.CutPrefix(def, "FILE"); ok {
 			dst = strings.TrimSuffix(in, filepath.Ext(in)) + ext
 		}
+	}
+	if filepath.Clean(dst) == filepath.Clean(in) {
+		return usagef("%s: %s would overwrite its input: name another with -o", c.name, in)
 	}
 	if args[0] == "json" {
 		return traceJSON(in, dst, out)
@@ -93,6 +103,10 @@ func traceCmd(args []string, out io.Writer) error {
 		}
 	case "dot":
 		write = tf.WriteDot
+	case "perfetto":
+		write = tf.WritePerfetto
+	case "paje":
+		write = tf.WritePaje
 	default:
 		write = tf.WriteTasksRec
 	}
@@ -109,9 +123,6 @@ func traceCmd(args []string, out io.Writer) error {
 
 // traceJSON converts the native trace in to JSON in dst.
 func traceJSON(in, dst string, out io.Writer) error {
-	if dst == in {
-		return usagef("trace json: %s would overwrite its input: name another with -o", in)
-	}
 	f, err := os.Open(in)
 	if err != nil {
 		return err

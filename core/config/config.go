@@ -144,6 +144,12 @@ type Config struct {
 	// Contexts are the scheduling contexts created at Init, from
 	// `context "name" { ... }` blocks, in file order.
 	Contexts []Context
+	// Dashboard, when set, is the address (host:port) the live dashboard
+	// serves on while the runtime runs; port 0 picks a free port
+	// (Runtime.DashboardAddr says which). It has no authentication: bind
+	// it to localhost (127.0.0.1:8090) or put it behind a proxy. Default:
+	// unset, no dashboard; $STARPU_DASHBOARD sets it.
+	Dashboard string
 
 	// userPlugins are the plugin blocks as they were before
 	// ResolveSchedAliases put a global alias's setting into one; nil when
@@ -351,6 +357,11 @@ func (c *Config) Validate() error {
 	}
 	if c.PluginRestarts < 0 {
 		errs = append(errs, fmt.Errorf("plugin_restarts: %d is invalid (want >= 0)", c.PluginRestarts))
+	}
+	if c.Dashboard != "" {
+		if err := checkAddr(c.Dashboard); err != nil {
+			errs = append(errs, fmt.Errorf("dashboard: %w", err))
+		}
 	}
 	for _, d := range []struct {
 		name string

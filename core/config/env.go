@@ -38,6 +38,8 @@ const (
 	EnvWatchdogTimeout = "STARPU_WATCHDOG_TIMEOUT"
 	EnvWatchdogCrash   = "STARPU_WATCHDOG_CRASH"
 	EnvWatchdogDelay   = "STARPU_WATCHDOG_DELAY"
+	// EnvDashboard: the live dashboard's address, host:port.
+	EnvDashboard = "STARPU_DASHBOARD"
 )
 
 // ApplyEnv overrides c's values with those of the StarPU environment
@@ -134,6 +136,13 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 			bad(EnvArenaSize, getenv(EnvArenaSize), err.Error())
 		} else {
 			n.ArenaSize = sz
+		}
+	}
+	if v, ok := lookup(EnvDashboard); ok {
+		if err := checkAddr(v); err != nil {
+			bad(EnvDashboard, getenv(EnvDashboard), err.Error())
+		} else {
+			n.Dashboard = v
 		}
 	}
 	if v, ok := lookup(EnvLogLevel); ok {

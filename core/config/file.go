@@ -38,6 +38,7 @@ var fileSchema = &hcl.BodySchema{
 		{Name: "watchdog_timeout"},
 		{Name: "watchdog_crash"},
 		{Name: "watchdog_delay"},
+		{Name: "dashboard"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "plugin", LabelNames: []string{"name"}},
@@ -253,6 +254,15 @@ func (c *Config) decode(src []byte, filename, baseDir string) hcl.Diagnostics {
 			c.WatchdogTimeout, d = durationAttr(attr, val)
 		case "watchdog_delay":
 			c.WatchdogDelay, d = durationAttr(attr, val)
+		case "dashboard":
+			var addr string
+			if addr, d = nonEmptyAttr(attr, val); d == nil {
+				if err := checkAddr(addr); err != nil {
+					d = invalid(attr, err.Error()+".")
+				} else {
+					c.Dashboard = addr
+				}
+			}
 		case "watchdog_crash":
 			if d = known(attr, val); d == nil {
 				if val.Type() != cty.Bool {

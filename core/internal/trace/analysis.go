@@ -31,14 +31,20 @@ type Summary struct {
 	Efficiency float64
 }
 
-// WorkerSummary is one worker's share of the makespan.
+// WorkerSummary is one worker's share of the makespan: executing its
+// tasks, and the states between them (states.go), each clipped to the
+// makespan.
 type WorkerSummary struct {
 	Worker    Worker
 	Tasks     int
 	Executing int64
-	// Idle is the makespan less the executing time: waiting for work,
-	// for data, and the runtime's overhead.
-	Idle int64
+	// Fetching: waiting for the transfers of its next task's data;
+	// Scheduling: its next task was ready and not running yet (the
+	// policy, the dispatch, the wake-up); Idle: no task of its was ready.
+	Fetching, Scheduling, Idle int64
+	// Other is the makespan the rest leave: time the trace says nothing
+	// about (a trace from before the states, or cut short).
+	Other int64
 }
 
 // CodeletSummary is the executions of one codelet (tasks by name).
@@ -98,9 +104,24 @@ func (t *Trace) Summarize() Summary {
 		c.Min, c.Max = min(c.Min, d), max(c.Max, d)
 	}
 	s.Makespan = s.End - s.Start
+	for _, st := range t.States {
+		w := byWorker[st.Worker]
+		d := min(st.End, s.End) - max(st.Start, s.Start)
+		if w == nil || d <= 0 {
+			continue
+		}
+		switch st.Kind {
+		case StateFetching:
+			w.Fetching += d
+		case StateScheduling:
+			w.Scheduling += d
+		case StateIdle:
+			w.Idle += d
+		}
+	}
 	var busy int64
 	for _, w := range byWorker {
-		w.Idle = max(0, s.Makespan-w.Executing)
+		w.Other = max(0, s.Makespan-w.Executing-w.Fetching-w.Scheduling-w.Idle)
 		busy += w.Executing
 		s.Workers = append(s.Workers, *w)
 	}
@@ -230,11 +251,29 @@ func (t *Trace) WriteSummary(w io.Writer, s Summary) error {
 	fmt.Fprintf(&b, "critical path: %s over %d tasks, %s of the makespan\n", ms(s.CriticalPath), len(s.CriticalTasks), pct(s.CriticalPath, s.Makespan))
 	fmt.Fprintf(&b, "parallel efficiency: %.1f%% (executing time / (makespan x %d workers))\n\n", 100*s.Efficiency, len(s.Workers))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "worker\ttasks\texecuting\t%\tidle+overhead\t%\t")
+	fmt.Fprintln(tw, "worker\ttasks\texecuting\t%\tfetching\t%\tscheduling\t%\tidle\t%\t")
+	other := false
 	for _, x := range s.Workers {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t\n", x.Worker.Name, x.Tasks, ms(x.Executing), pct(x.Executing, s.Makespan), ms(x.Idle), pct(x.Idle, s.Makespan))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Worker.Name, x.Tasks, ms(x.Executing), pct(x.Executing, s.Makespan),
+			ms(x.Fetching), pct(x.Fetching, s.Makespan), ms(x.Scheduling), pct(x.Scheduling, s.Makespan), ms(x.Idle), pct(x.Idle, s.Makespan))
+		// Rounding leaves nanoseconds; a trace with no states the makespan.
+		other = other || x.Other > s.Makespan/1000
 	}
 	tw.Flush()
+	b.WriteString("fetching: waiting for its next task's data; scheduling: its next task was ready, not yet running;\nidle: no task of its was ready (sleeping on its doorbell is not told apart)\n")
+	if other {
+		b.WriteString("the states do not cover every worker's makespan: this trace does not record them all\n")
+	}
+	if len(t.Plugins) > 0 {
+		b.WriteByte('\n')
+		for _, p := range t.Plugins {
+			note := ""
+			if p.Note != "" {
+				note = ": " + p.Note
+			}
+			fmt.Fprintf(&b, "plugin %s at %s: %s (pid %d)%s\n", p.Kind, ms(p.Time), p.Name, p.Pid, note)
+		}
+	}
 	b.WriteByte('\n')
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "codelet\tcount\ttotal\tmean\tmin\tmax\t")
@@ -252,6 +291,38 @@ func (t *Trace) WriteSummary(w io.Writer, s Summary) error {
 				rate = fmt.Sprintf("%.1f", float64(l.Bytes)/(float64(l.Busy)/1e9)/1e6)
 			}
 			fmt.Fprintf(tw, "%s -> %s\t%d\t%d\t%s\t%s\t\n", t.NodeName(l.Src), t.NodeName(l.Dst), l.Count, l.Bytes, ms(l.Busy), rate)
+		}
+		tw.Flush()
+	}
+	if len(t.Comms) > 0 {
+		b.WriteByte('\n')
+		type peer struct {
+			n, bytes [2]uint64
+			busy     [2]int64
+		}
+		peers := map[int]*peer{}
+		var ids []int
+		for _, c := range t.Comms {
+			p := peers[c.Peer]
+			if p == nil {
+				p = &peer{}
+				peers[c.Peer] = p
+				ids = append(ids, c.Peer)
+			}
+			k := 0
+			if c.Send {
+				k = 1
+			}
+			p.n[k]++
+			p.bytes[k] += c.Bytes
+			p.busy[k] += c.End - c.Start
+		}
+		sort.Ints(ids)
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "peer rank\tsends\tbytes sent\tsending\treceives\tbytes received\treceiving\t")
+		for _, id := range ids {
+			p := peers[id]
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%s\t\n", id, p.n[1], p.bytes[1], ms(p.busy[1]), p.n[0], p.bytes[0], ms(p.busy[0]))
 		}
 		tw.Flush()
 	}

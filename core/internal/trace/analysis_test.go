@@ -59,6 +59,13 @@ func sample() *Trace {
 			ran(4, "gemm", 0, 80, 100, 2, 3),
 		},
 		Transfers: []Transfer{{Src: 0, Dst: 1, Bytes: 1000, Start: 10, End: 20}, {Src: 0, Dst: 1, Bytes: 3000, Start: 30, End: 40}},
+		States: []State{
+			{Worker: 0, Kind: StateScheduling, Start: 60, End: 80, Task: 4},
+			{Worker: 1, Kind: StateIdle, Start: 0, End: 30, Task: 3},
+			{Worker: 1, Kind: StateFetching, Start: 30, End: 40, Task: 3},
+			{Worker: 1, Kind: StateScheduling, Start: 40, End: 50, Task: 3},
+			{Worker: 1, Kind: StateIdle, Start: 80, End: 120}, // past the makespan: clipped
+		},
 	}
 	tr.Tasks[0].Handles = []Access{{Handle: 0x1a, Mode: ModeR | ModeW, Size: 4096}}
 	return tr
@@ -69,7 +76,8 @@ func TestSummarize(t *testing.T) {
 	if s.Start != 0 || s.End != 100 || s.Makespan != 100 || s.Tasks != 4 || s.Ran != 4 {
 		t.Errorf("window %d..%d (%d), %d tasks, %d ran", s.Start, s.End, s.Makespan, s.Tasks, s.Ran)
 	}
-	wantW := []WorkerSummary{{Worker: Worker{ID: 0, Name: "cpu0"}, Tasks: 3, Executing: 80, Idle: 20}, {Worker: Worker{ID: 1, Name: "cpu1"}, Tasks: 1, Executing: 30, Idle: 70}}
+	wantW := []WorkerSummary{{Worker: Worker{ID: 0, Name: "cpu0"}, Tasks: 3, Executing: 80, Scheduling: 20},
+		{Worker: Worker{ID: 1, Name: "cpu1"}, Tasks: 1, Executing: 30, Fetching: 10, Scheduling: 10, Idle: 50}}
 	if !reflect.DeepEqual(s.Workers, wantW) {
 		t.Errorf("workers %+v, want %+v", s.Workers, wantW)
 	}
@@ -90,7 +98,10 @@ func TestSummarize(t *testing.T) {
 	if err := sample().WriteSummary(&b, s); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"makespan: 0.000 ms", "critical path: 0.000 ms over 3 tasks, 90.0% of the makespan", "parallel efficiency: 55.0%", "trsm", "RAM -> opencl_0"} {
+	if strings.Contains(b.String(), "do not cover") {
+		t.Errorf("summary says states are missing, when they cover the makespan:\n%s", b.String())
+	}
+	for _, want := range []string{"fetching", "scheduling", "makespan: 0.000 ms", "critical path: 0.000 ms over 3 tasks, 90.0% of the makespan", "parallel efficiency: 55.0%", "trsm", "RAM -> opencl_0"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
@@ -121,13 +132,24 @@ func TestWriteSVG(t *testing.T) {
 				"potrf (job 1)", "trsm (job 3)", // one box per task
 				"transfer of handle 0, 1000 bytes", // the bus row
 				"RAM -&gt; opencl_0",
-				"idle 20 ns", // worker 0 waits for trsm 3
-				`<polyline`,  // the critical path
+				"scheduling 20 ns, from 60 ns to 80 ns, before job 4", // worker 0's state
+				"fetching 10 ns", "idle 30 ns",                        // worker 1's
+				`<polyline`, // the critical path
 				"critical path: 3 tasks",
 			} {
 				if !strings.Contains(out, want) {
 					t.Errorf("%s lacks %q", tc.name, want)
 				}
+			}
+			// Without states, the gaps are idle.
+			noStates := sample()
+			noStates.States = nil
+			var plain bytes.Buffer
+			if err := noStates.WriteSVG(&plain, noStates.Summarize(), SVGOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(plain.String(), "idle 20 ns") {
+				t.Error("a trace with no states does not draw worker 0's gap as idle")
 			}
 			if n := strings.Count(out, `stroke="#d62728" stroke-width="1.5"`); n != 4 { // 3 tasks + the legend
 				t.Errorf("%d boxes outlined as critical, want 3 and the legend's", n)

@@ -7,6 +7,10 @@ package trace
 // and the jobs that released it in args; a dependency is also a flow
 // (ph "s" in the predecessor, "f" in the successor) so that Perfetto draws
 // the arrow; a transfer is a complete event on its bus link's row (pid 2).
+// A worker's states between tasks (states.go) are complete events of
+// category "state" on its row; plugin process events are instants on
+// pid 4, one row per plugin; communications complete events on pid 5,
+// one row per peer rank.
 // Submissions wait in the sink until their task runs: the sink holds what
 // the runtime holds, the tasks submitted and not yet run.
 
@@ -38,6 +42,13 @@ type chromeSink struct {
 	nowhere bool
 	// free are written tasks, for reuse.
 	free []*pendingTask
+	st   *stateDeriver
+	serr error // the first error writing a state
+	// plugins are the rows of pid 4 by plugin name; exited the plugins
+	// whose next start is a restart; peers the rows of pid 5.
+	plugins map[string]int
+	exited  map[string]bool
+	peers   map[int]bool
 }
 
 // pendingTask is a submitted task that has not run yet.
@@ -61,7 +72,8 @@ func ConvertChrome(w io.Writer, r io.Reader) error {
 		return fmt.Errorf("%w: %w", errCorrupt, truncated(err))
 	}
 	c := &chromeSink{bw: bufio.NewWriterSize(w, chunkSize), wall: wall, names: map[uint64]string{},
-		tasks: map[uint64]*pendingTask{}, links: map[[2]int]bool{}}
+		tasks: map[uint64]*pendingTask{}, links: map[[2]int]bool{}, plugins: map[string]int{}, exited: map[string]bool{}, peers: map[int]bool{}}
+	c.st = newStateDeriver(c.state)
 	if _, err := c.bw.WriteString("{\"traceEvents\":[\n"); err != nil {
 		return err
 	}
@@ -76,9 +88,11 @@ func (c *chromeSink) pending(id uint64) *pendingTask {
 	if p == nil {
 		if n := len(c.free); n > 0 {
 			p, c.free = c.free[n-1], c.free[:n-1]
-			*p = pendingTask{Task: Task{ID: id, Worker: -1, Iter: p.Iter[:0], Handles: p.Handles[:0], Preds: p.Preds[:0]}, flows: p.flows[:0]}
+			iter, hs, preds, flows := p.Iter[:0], p.Handles[:0], p.Preds[:0], p.flows[:0]
+			*p = pendingTask{Task: newTask(id), flows: flows}
+			p.Iter, p.Handles, p.Preds = iter, hs, preds
 		} else {
-			p = &pendingTask{Task: Task{ID: id, Worker: -1}}
+			p = &pendingTask{Task: newTask(id)}
 		}
 		c.tasks[id] = p
 	}
@@ -143,18 +157,19 @@ func (c *chromeSink) consume(br io.ByteReader) error {
 				p.Handles = append(p.Handles, a)
 			}
 			p.Submitted = true
+			c.st.seen(p.Submit)
 		case kindReady:
 			p := c.pending(r.u())
 			p.Ready = r.i()
+			c.st.seen(p.Ready)
 		case kindRun:
 			p := c.pending(r.u())
-			p.Worker = int(r.i())
-			p.Start, p.End = r.i(), r.i()
-			p.Footprint = uint32(r.u())
-			p.Failed = r.u()&flagFailed != 0
-			p.Ran = true
+			r.run(&p.Task)
 			if r.err == nil {
-				err = c.task(p)
+				c.st.run(&p.Task)
+				if err = c.serr; err == nil {
+					err = c.task(p)
+				}
 				c.done(p)
 			}
 		case kindEdge:
@@ -187,14 +202,26 @@ func (c *chromeSink) consume(br io.ByteReader) error {
 			x := Transfer{Src: int(r.u()), Dst: int(r.u()), Bytes: r.u(), Handle: r.u(), Start: r.i(), End: r.i()}
 			x.Failed = r.u()&flagFailed != 0
 			if r.err == nil {
+				c.st.transfer(x)
 				err = c.transfer(x)
 			}
 		case kindWorker:
 			w := Worker{ID: int(r.u()), Node: int(r.i()), Arch: r.str()}
 			w.Name = r.str()
-			c.ws = append(c.ws, w)
+			c.st.worker(w)
+			c.ws = putWorker(c.ws, w)
 		case kindNode:
-			c.ns = append(c.ns, Node{ID: int(r.u()), Name: r.str()})
+			c.ns = putNode(c.ns, Node{ID: int(r.u()), Name: r.str()})
+		case kindPlugin:
+			p := r.plugin(c.names)
+			if r.err == nil {
+				err = c.plugin(p)
+			}
+		case kindComm:
+			x := r.comm()
+			if r.err == nil {
+				err = c.comm(x)
+			}
 		case kindEnd:
 			c.closed = true
 		default:
@@ -248,6 +275,17 @@ func taskArgs(b []byte, p *Task) []byte {
 	}
 	if p.Failed {
 		b = append(b, `,"failed":true`...)
+	}
+	if p.Posted {
+		b = append(b, `,"posted":true`...)
+	}
+	if p.Predicted >= 0 {
+		b = append(b, `,"predicted":`...)
+		b = us(b, p.Predicted)
+	}
+	if p.PredictedTransfer >= 0 {
+		b = append(b, `,"predicted_transfer":`...)
+		b = us(b, p.PredictedTransfer)
 	}
 	if len(p.Iter) > 0 {
 		b = append(b, `,"iteration":`...)
@@ -353,6 +391,128 @@ func (c *chromeSink) transfer(x Transfer) error {
 	return c.event(b)
 }
 
+// putWorker adds w to ws, replacing the worker of its number: the native
+// trace describes the workers at Init and again at Close.
+func putWorker(ws []Worker, w Worker) []Worker {
+	for i := range ws {
+		if ws[i].ID == w.ID {
+			ws[i] = w
+			return ws
+		}
+	}
+	return append(ws, w)
+}
+
+// putNode is putWorker for nodes.
+func putNode(ns []Node, n Node) []Node {
+	for i := range ns {
+		if ns[i].ID == n.ID {
+			ns[i] = n
+			return ns
+		}
+	}
+	return append(ns, n)
+}
+
+// state writes a worker's state, as the deriver finds them (it cannot
+// return an error: the first is kept).
+func (c *chromeSink) state(st State) {
+	if c.serr != nil {
+		return
+	}
+	b := append(c.scrat[:0], `{"name":"`...)
+	b = append(b, st.Kind.String()...)
+	b = append(b, `","cat":"state","ph":"X","ts":`...)
+	b = us(b, st.Start)
+	b = append(b, `,"dur":`...)
+	b = us(b, st.End-st.Start)
+	b = append(b, `,"pid":1,"tid":`...)
+	b = strconv.AppendInt(b, int64(st.Worker), 10)
+	if st.Task != 0 {
+		b = append(b, `,"args":{"next":`...)
+		b = strconv.AppendUint(b, st.Task, 10)
+		b = append(b, '}')
+	}
+	b = append(b, '}')
+	c.scrat = b
+	c.serr = c.event(b)
+}
+
+// plugin writes a plugin process event as an instant on the plugin's row
+// of pid 4.
+func (c *chromeSink) plugin(p PluginEvent) error {
+	switch p.Kind {
+	case PluginExit:
+		c.exited[p.Name] = true
+	case PluginStart:
+		if c.exited[p.Name] {
+			p.Kind, c.exited[p.Name] = PluginRestart, false
+		}
+	}
+	tid, ok := c.plugins[p.Name]
+	if !ok {
+		tid = len(c.plugins)
+		c.plugins[p.Name] = tid
+	}
+	b := append(c.scrat[:0], `{"name":`...)
+	b = strconv.AppendQuote(b, p.Kind.String()+" "+p.Name)
+	b = append(b, `,"cat":"plugin","ph":"i","s":"p","ts":`...)
+	b = us(b, p.Time)
+	b = append(b, `,"pid":4,"tid":`...)
+	b = strconv.AppendInt(b, int64(tid), 10)
+	b = append(b, `,"args":{"plugin":`...)
+	b = strconv.AppendQuote(b, p.Name)
+	b = append(b, `,"event":"`...)
+	b = append(b, p.Kind.String()...)
+	b = append(b, `","pid":`...)
+	b = strconv.AppendInt(b, int64(p.Pid), 10)
+	if p.Note != "" {
+		b = append(b, `,"note":`...)
+		b = strconv.AppendQuote(b, p.Note)
+	}
+	b = append(b, `}}`...)
+	c.scrat = b
+	return c.event(b)
+}
+
+// commName names a communication's slice.
+func commName(x Comm) string {
+	if x.Send {
+		return "send to " + strconv.Itoa(x.Peer)
+	}
+	return "recv from " + strconv.Itoa(x.Peer)
+}
+
+// comm writes a communication as a complete event on its peer's row of
+// pid 5.
+func (c *chromeSink) comm(x Comm) error {
+	c.peers[x.Peer] = true
+	b := append(c.scrat[:0], `{"name":`...)
+	b = strconv.AppendQuote(b, commName(x))
+	b = append(b, `,"cat":"comm","ph":"X","ts":`...)
+	b = us(b, x.Start)
+	b = append(b, `,"dur":`...)
+	b = us(b, x.End-x.Start)
+	b = append(b, `,"pid":5,"tid":`...)
+	b = strconv.AppendInt(b, int64(x.Peer), 10)
+	b = append(b, `,"args":{"send":`...)
+	b = strconv.AppendBool(b, x.Send)
+	b = append(b, `,"peer":`...)
+	b = strconv.AppendInt(b, int64(x.Peer), 10)
+	b = append(b, `,"tag":`...)
+	b = strconv.AppendInt(b, x.Tag, 10)
+	b = append(b, `,"bytes":`...)
+	b = strconv.AppendUint(b, x.Bytes, 10)
+	b = append(b, `,"handle":`...)
+	b = strconv.AppendUint(b, x.Handle, 10)
+	if x.Failed {
+		b = append(b, `,"failed":true`...)
+	}
+	b = append(b, `}}`...)
+	c.scrat = b
+	return c.event(b)
+}
+
 // chromeMeta is the document's otherData: what the events do not say.
 type chromeMeta struct {
 	Origin   int64    `json:"origin_unix_ns"`
@@ -405,6 +565,10 @@ func (c *chromeSink) finish() error {
 			return err
 		}
 	}
+	c.st.finish()
+	if c.serr != nil {
+		return c.serr
+	}
 	meta := [][]byte{metaEvent(1, 0, "process_name", "starpu workers")}
 	for _, w := range c.ws {
 		meta = append(meta, metaEvent(1, w.ID, "thread_name", w.Name))
@@ -430,6 +594,27 @@ func (c *chromeSink) finish() error {
 	}
 	if c.nowhere {
 		meta = append(meta, metaEvent(3, 0, "process_name", "tasks that ran nowhere"))
+	}
+	if len(c.plugins) > 0 {
+		meta = append(meta, metaEvent(4, 0, "process_name", "plugin processes"))
+		names := make([]string, len(c.plugins))
+		for name, tid := range c.plugins {
+			names[tid] = name
+		}
+		for tid, name := range names {
+			meta = append(meta, metaEvent(4, tid, "thread_name", name))
+		}
+	}
+	if len(c.peers) > 0 {
+		meta = append(meta, metaEvent(5, 0, "process_name", "communications"))
+		peers := make([]int, 0, len(c.peers))
+		for p := range c.peers {
+			peers = append(peers, p)
+		}
+		sort.Ints(peers)
+		for _, p := range peers {
+			meta = append(meta, metaEvent(5, p, "thread_name", "rank "+strconv.Itoa(p)))
+		}
 	}
 	for _, m := range meta {
 		if err := c.event(m); err != nil {
@@ -474,6 +659,9 @@ type chromeTaskArgs struct {
 	Flops     float64  `json:"flops"`
 	Footprint string   `json:"footprint"`
 	Failed    bool     `json:"failed"`
+	Posted    bool     `json:"posted"`
+	Predicted *float64 `json:"predicted"`
+	PredXfer  *float64 `json:"predicted_transfer"`
 	Iteration *int64   `json:"iteration"`
 	Outer     *int64   `json:"outer_iteration"`
 	Deps      []uint64 `json:"deps"`
@@ -485,6 +673,26 @@ type chromeTaskArgs struct {
 	} `json:"handles"`
 	// Name is a thread_name's.
 	Name string `json:"name"`
+}
+
+type chromeStateArgs struct {
+	Next uint64 `json:"next"`
+}
+
+type chromePluginArgs struct {
+	Plugin string `json:"plugin"`
+	Event  string `json:"event"`
+	Pid    int    `json:"pid"`
+	Note   string `json:"note"`
+}
+
+type chromeCommArgs struct {
+	Send   bool   `json:"send"`
+	Peer   int    `json:"peer"`
+	Tag    int64  `json:"tag"`
+	Bytes  uint64 `json:"bytes"`
+	Handle uint64 `json:"handle"`
+	Failed bool   `json:"failed"`
 }
 
 type chromeXferArgs struct {
@@ -532,6 +740,40 @@ func readChrome(r io.Reader) (*Trace, error) {
 			if json.Unmarshal(e.Args, &a) == nil {
 				b.worker(Worker{ID: e.Tid, Name: a.Name})
 			}
+		case e.Cat == "state" && e.Ph == "X":
+			var a chromeStateArgs
+			if len(e.Args) > 0 {
+				if err := json.Unmarshal(e.Args, &a); err != nil {
+					return nil, fmt.Errorf("%w: state args: %w", errCorrupt, err)
+				}
+			}
+			k := parseState(e.Name)
+			if k == 0 {
+				return nil, fmt.Errorf("%w: unknown worker state %q", errCorrupt, e.Name)
+			}
+			t.States = append(t.States, State{Worker: e.Tid, Kind: k, Start: nsOf(e.Ts), End: nsOf(e.Ts + e.Dur), Task: a.Next})
+		case e.Cat == "plugin" && e.Ph == "i":
+			var a chromePluginArgs
+			if err := json.Unmarshal(e.Args, &a); err != nil {
+				return nil, fmt.Errorf("%w: plugin event args: %w", errCorrupt, err)
+			}
+			p := PluginEvent{Time: nsOf(e.Ts), Name: a.Plugin, Pid: a.Pid, Note: a.Note}
+			for k := PluginStart; k <= PluginRestart; k++ {
+				if k.String() == a.Event {
+					p.Kind = k
+				}
+			}
+			if p.Kind == 0 {
+				return nil, fmt.Errorf("%w: unknown plugin event %q", errCorrupt, a.Event)
+			}
+			t.Plugins = append(t.Plugins, p)
+		case e.Cat == "comm" && e.Ph == "X":
+			var a chromeCommArgs
+			if err := json.Unmarshal(e.Args, &a); err != nil {
+				return nil, fmt.Errorf("%w: communication args: %w", errCorrupt, err)
+			}
+			t.Comms = append(t.Comms, Comm{Send: a.Send, Peer: a.Peer, Tag: a.Tag, Bytes: a.Bytes, Handle: a.Handle,
+				Start: nsOf(e.Ts), End: nsOf(e.Ts + e.Dur), Failed: a.Failed})
 		case e.Cat == "transfer" && e.Ph == "X":
 			var a chromeXferArgs
 			if err := json.Unmarshal(e.Args, &a); err != nil {
@@ -554,6 +796,13 @@ func readChrome(r io.Reader) (*Trace, error) {
 			}
 			x := b.task(id)
 			x.Name, x.Codelet, x.Model, x.Priority, x.Flops, x.Failed = e.Name, a.Codelet, a.Model, a.Priority, a.Flops, a.Failed
+			x.Posted = a.Posted
+			if a.Predicted != nil {
+				x.Predicted = nsOf(*a.Predicted)
+			}
+			if a.PredXfer != nil {
+				x.PredictedTransfer = nsOf(*a.PredXfer)
+			}
 			if a.Tag != nil {
 				x.Tag, x.HasTag = *a.Tag, true
 			}

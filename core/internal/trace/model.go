@@ -21,6 +21,14 @@ type Trace struct {
 	// Tasks, in the order of their job numbers.
 	Tasks     []*Task
 	Transfers []Transfer
+	// States are the workers' time between tasks (states.go), per
+	// worker in time order.
+	States []State
+	// Plugins are the plugin processes' starts and exits; Comms the
+	// point-to-point communications a communication layer (core/mpi)
+	// reported.
+	Plugins []PluginEvent
+	Comms   []Comm
 	// Complete: the runtime closed the trace (Shutdown). A trace that is
 	// not complete ends where the run stopped writing it.
 	Complete bool
@@ -55,6 +63,17 @@ type Task struct {
 	Start, End     int64
 	Footprint      uint32
 	Failed         bool
+	// The scheduler's decision: Posted says the policy posted the task to
+	// its worker itself (the core only learnt where it ran); Predicted and
+	// PredictedTransfer are what the performance models expected of the
+	// task and of its input's transfers on that worker, -1 unknown.
+	Posted                       bool
+	Predicted, PredictedTransfer int64
+}
+
+// newTask is a task known by its number only.
+func newTask(id uint64) Task {
+	return Task{ID: id, Worker: -1, Predicted: -1, PredictedTransfer: -1}
 }
 
 // Duration is the task's execution time, 0 when it did not run.
@@ -74,6 +93,58 @@ type Transfer struct {
 	Failed     bool
 }
 
+// PluginKind says what happened to a plugin process.
+type PluginKind uint8
+
+// What a PluginEvent records.
+const (
+	// PluginStart: the process started (at Init, or when an interface or a
+	// context's policy is loaded later).
+	PluginStart PluginKind = 1
+	// PluginExit: the core found it gone (it crashed, or was killed: Note
+	// says which).
+	PluginExit PluginKind = 2
+	// PluginRestart: a start of a plugin that exited before (Read tells
+	// it from PluginStart).
+	PluginRestart PluginKind = 3
+)
+
+func (k PluginKind) String() string {
+	switch k {
+	case PluginStart:
+		return "start"
+	case PluginExit:
+		return "exit"
+	case PluginRestart:
+		return "restart"
+	}
+	return fmt.Sprintf("plugin event %d", uint8(k))
+}
+
+// PluginEvent is a plugin process starting or ending: its name
+// (driver-cpu, sched-dmda, ...), process id and, for an exit, how it
+// ended.
+type PluginEvent struct {
+	Time int64
+	Kind PluginKind
+	Name string
+	Pid  int
+	Note string
+}
+
+// Comm is one point-to-point communication between processes (an MPI
+// send or receive): the peer's rank, the message tag, its size, the
+// handle it carried (0 none), and when it was posted and completed.
+type Comm struct {
+	Send       bool
+	Peer       int
+	Tag        int64
+	Bytes      uint64
+	Handle     uint64
+	Start, End int64
+	Failed     bool
+}
+
 // Node names a memory node.
 type Node struct {
 	ID   int
@@ -86,17 +157,35 @@ type builder struct {
 	byID  map[uint64]*Task
 	wseen map[int]int
 	nseen map[int]int
+	// exited are the plugins that exited: their next start is a restart.
+	exited map[string]bool
 }
 
 func newBuilder(t *Trace) *builder {
-	return &builder{t: t, byID: map[uint64]*Task{}, wseen: map[int]int{}, nseen: map[int]int{}}
+	return &builder{t: t, byID: map[uint64]*Task{}, wseen: map[int]int{}, nseen: map[int]int{}, exited: map[string]bool{}}
+}
+
+// plugin adds a plugin event; a start of a plugin that exited before is
+// its restart.
+func (b *builder) plugin(p PluginEvent) {
+	switch p.Kind {
+	case PluginExit:
+		b.exited[p.Name] = true
+	case PluginStart:
+		if b.exited[p.Name] {
+			p.Kind = PluginRestart
+			b.exited[p.Name] = false
+		}
+	}
+	b.t.Plugins = append(b.t.Plugins, p)
 }
 
 func (b *builder) task(id uint64) *Task {
 	if x := b.byID[id]; x != nil {
 		return x
 	}
-	x := &Task{ID: id, Worker: -1}
+	x := new(Task)
+	*x = newTask(id)
 	b.byID[id] = x
 	b.t.Tasks = append(b.t.Tasks, x)
 	return x
@@ -151,6 +240,13 @@ func (b *builder) finish() {
 	sort.Slice(t.Workers, func(i, j int) bool { return t.Workers[i].ID < t.Workers[j].ID })
 	sort.Slice(t.Nodes, func(i, j int) bool { return t.Nodes[i].ID < t.Nodes[j].ID })
 	sort.SliceStable(t.Transfers, func(i, j int) bool { return t.Transfers[i].Start < t.Transfers[j].Start })
+	sort.SliceStable(t.States, func(i, j int) bool {
+		if t.States[i].Worker != t.States[j].Worker {
+			return t.States[i].Worker < t.States[j].Worker
+		}
+		return t.States[i].Start < t.States[j].Start
+	})
+	sort.SliceStable(t.Comms, func(i, j int) bool { return t.Comms[i].Start < t.Comms[j].Start })
 }
 
 // Kind is what the summary and the charts group t by: its codelet, else
@@ -186,6 +282,11 @@ func Read(r io.Reader) (*Trace, error) {
 			return nil, err
 		}
 		return t, nil
+	}
+	if head, err := br.Peek(1); err == nil && head[0] == 0x0a {
+		// Field 1 of a protobuf message, length-delimited: a Perfetto
+		// Trace's first packet.
+		return nil, fmt.Errorf("%w: a Perfetto protobuf trace, which starpu trace does not read back: open it in ui.perfetto.dev, or trace the run to a native (.trace) or .json file", errCorrupt)
 	}
 	first, err := firstNonSpace(br)
 	if err != nil {

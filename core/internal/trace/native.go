@@ -9,12 +9,24 @@ package trace
 //	submit:   id, name, codelet, model, t, priority, flags, [tag], [flops bits],
 //	          niter, iter..., nh, nh x (handle, mode, size, label)
 //	ready:    id, t
-//	run:      id, worker, start, end, footprint, flags
+//	run:      id, worker, start, end, footprint, flags,
+//	          [predicted, predicted transfer]        when flags has runPredicted
 //	edge:     from, to, from's worker, start, end
 //	xfer:     src, dst, bytes, handle, start, end, flags
 //	worker:   id, node, arch (string), name (string)
 //	node:     id, name (string)
+//	plugin:   t, kind (1 start, 2 exit), pid, name (string), note (string)
+//	comm:     flags (send, failed), peer, tag, bytes, handle, start, end
 //	end:      nothing: the runtime closed the trace
+//
+// Worker and node records come twice: once the workers exist (Init), so
+// that a converter reading the file in order knows each worker's memory
+// node, and again at Close. Readers keep the last.
+//
+// Records were added to version 1 without a new magic: a reader of the
+// first ones stops at an unknown kind with an error naming it, and a
+// trace written before them reads as one with no plugin or
+// communication events.
 //
 // Times are nanoseconds since the runtime's Init (time 0), zigzag
 // varints; ids and sizes are uvarints; strings in name records are
@@ -42,6 +54,8 @@ const (
 	kindWorker byte = 7
 	kindNode   byte = 8
 	kindEnd    byte = 9
+	kindPlugin byte = 10
+	kindComm   byte = 11
 )
 
 // Submit record flags.
@@ -50,8 +64,16 @@ const (
 	submitFlops = 1 << 1
 )
 
-// Run and transfer record flags.
-const flagFailed = 1 << 0
+// Run, transfer and comm record flags.
+const (
+	flagFailed = 1 << 0
+	// runPredicted: the run record carries the models' predictions.
+	runPredicted = 1 << 1
+	// runPosted: the policy posted the task to its worker itself.
+	runPosted = 1 << 2
+	// commSend: the communication is a send (else a receive).
+	commSend = 1 << 1
+)
 
 // Access is one handle a task accesses: the handle's number, the access
 // mode (pluginapi/kernel.Mode bits), its size in bytes and its name (set
@@ -183,7 +205,11 @@ func readNative(br io.ByteReader, t *Trace) error {
 	}
 	names := map[uint64]string{}
 	b := newBuilder(t)
-	defer b.finish()
+	d := newStateDeriver(func(s State) { t.States = append(t.States, s) })
+	defer func() {
+		d.finish()
+		b.finish()
+	}()
 	for {
 		k, err := br.ReadByte()
 		if errors.Is(err, io.EOF) {
@@ -232,16 +258,17 @@ func readNative(br io.ByteReader, t *Trace) error {
 				task.Handles = append(task.Handles, a)
 			}
 			task.Submitted = true
+			d.seen(task.Submit)
 		case kindReady:
 			task := b.task(r.u())
 			task.Ready = r.i()
+			d.seen(task.Ready)
 		case kindRun:
 			task := b.task(r.u())
-			task.Worker = int(r.i())
-			task.Start, task.End = r.i(), r.i()
-			task.Footprint = uint32(r.u())
-			task.Failed = r.u()&flagFailed != 0
-			task.Ran = true
+			r.run(task)
+			if r.err == nil {
+				d.run(task)
+			}
 		case kindEdge:
 			from, to := r.u(), r.u()
 			r.i()
@@ -251,14 +278,28 @@ func readNative(br io.ByteReader, t *Trace) error {
 		case kindXfer:
 			x := Transfer{Src: int(r.u()), Dst: int(r.u()), Bytes: r.u(), Handle: r.u(), Start: r.i(), End: r.i()}
 			x.Failed = r.u()&flagFailed != 0
-			t.Transfers = append(t.Transfers, x)
+			if r.err == nil {
+				t.Transfers = append(t.Transfers, x)
+				d.transfer(x)
+			}
 		case kindWorker:
 			w := Worker{ID: int(r.u()), Node: int(r.i()), Arch: r.str()}
 			w.Name = r.str()
 			b.worker(w)
+			d.worker(w)
 		case kindNode:
 			n := Node{ID: int(r.u()), Name: r.str()}
 			b.node(n)
+		case kindPlugin:
+			p := r.plugin(names)
+			if r.err == nil {
+				b.plugin(p)
+			}
+		case kindComm:
+			c := r.comm()
+			if r.err == nil {
+				t.Comms = append(t.Comms, c)
+			}
 		case kindEnd:
 			if r.err == nil {
 				t.Complete = true
@@ -273,4 +314,37 @@ func readNative(br io.ByteReader, t *Trace) error {
 			return r.err
 		}
 	}
+}
+
+// run reads a run record's fields after the job number into x.
+func (r *reader) run(x *Task) {
+	x.Worker = int(r.i())
+	x.Start, x.End = r.i(), r.i()
+	x.Footprint = uint32(r.u())
+	flags := r.u()
+	x.Failed = flags&flagFailed != 0
+	x.Posted = flags&runPosted != 0
+	if flags&runPredicted != 0 {
+		x.Predicted, x.PredictedTransfer = r.i(), r.i()
+	}
+	x.Ran = r.err == nil
+}
+
+// plugin reads a plugin record.
+func (r *reader) plugin(names map[uint64]string) PluginEvent {
+	p := PluginEvent{Time: r.i(), Kind: PluginKind(r.u()), Pid: int(r.u())}
+	p.Name, p.Note = names[r.u()], names[r.u()]
+	if r.err == nil && p.Kind != PluginStart && p.Kind != PluginExit {
+		r.err = fmt.Errorf("%w: plugin event of kind %d", errCorrupt, p.Kind)
+	}
+	return p
+}
+
+// comm reads a comm record.
+func (r *reader) comm() Comm {
+	flags := r.u()
+	c := Comm{Send: flags&commSend != 0, Failed: flags&flagFailed != 0}
+	c.Peer, c.Tag, c.Bytes, c.Handle = int(r.i()), r.i(), r.u(), r.u()
+	c.Start, c.End = r.i(), r.i()
+	return c
 }

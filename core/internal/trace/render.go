@@ -1,8 +1,9 @@
 package trace
 
-// The Gantt chart: one row per worker and per bus link, tasks coloured by
-// codelet, idle gaps shaded and labelled, the critical path outlined and
-// joined. Tasks narrower than a pixel merge with their neighbours of the
+// The Gantt chart: one row per worker, per bus link and per peer rank
+// communicated with, tasks coloured by codelet, the workers' states
+// between tasks (idle, scheduling, fetching: states.go) shaded and
+// labelled, the critical path outlined and joined. Tasks narrower than a pixel merge with their neighbours of the
 // same codelet, so that a run of a million tasks draws as a few thousand
 // rectangles.
 
@@ -25,7 +26,11 @@ const (
 	axisHeight  = 30.0
 	legendRow   = 18.0
 	idleColour  = "#e4e4e4"
+	schedColour = "#fff0a0"
+	fetchColour = "#a8d8f0"
 	xferColour  = "#7a7a7a"
+	sendColour  = "#4a7a4a"
+	recvColour  = "#7a4a7a"
 	critColour  = "#d62728"
 	mergeSlackX = 0.5 // pixels: closer boxes merge
 )
@@ -165,6 +170,25 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 			}
 		}
 	}
+	stateItems := make([][]item, len(rows))
+	for _, st := range t.States {
+		r, ok := rowOf[st.Worker]
+		if !ok {
+			continue
+		}
+		fill := idleColour
+		switch st.Kind {
+		case StateFetching:
+			fill = fetchColour
+		case StateScheduling:
+			fill = schedColour
+		}
+		title := fmt.Sprintf("%s %s, from %s to %s", st.Kind, human(st.End-st.Start), human(st.Start), human(st.End))
+		if st.Task != 0 {
+			title += fmt.Sprintf(", before job %d", st.Task)
+		}
+		stateItems[r] = append(stateItems[r], item{start: st.Start, end: st.End, fill: fill, kind: st.Kind.String(), title: title})
+	}
 	for r, tasks := range perRow {
 		sort.Slice(tasks, func(i, j int) bool { return tasks[i].Start < tasks[j].Start })
 		items := make([]item, len(tasks))
@@ -175,7 +199,12 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 			}
 			items[i] = item{start: x.Start, end: x.End, fill: fills[x.Kind()], crit: crit[x.ID], kind: x.Kind(), title: title}
 		}
-		rows[r].boxes = merge(items, start, end, xOf, true)
+		// A trace with states draws them; one without, its gaps as idle.
+		if sts := stateItems[r]; len(sts) > 0 {
+			rows[r].boxes = append(merge(sts, start, end, xOf, false), merge(items, start, end, xOf, false)...)
+		} else {
+			rows[r].boxes = merge(items, start, end, xOf, true)
+		}
 	}
 	links := map[[2]int]int{}
 	var xitems [][]item
@@ -194,12 +223,34 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 	for i, its := range xitems {
 		rows[len(s.Workers)+i].boxes = merge(its, start, end, xOf, false)
 	}
+	peers := map[int]int{}
+	var citems [][]item
+	firstPeer := len(rows)
+	for _, c := range t.Comms {
+		r, ok := peers[c.Peer]
+		if !ok {
+			r = len(rows)
+			peers[c.Peer] = r
+			rows = append(rows, row{label: fmt.Sprintf("rank %d", c.Peer)})
+			citems = append(citems, nil)
+		}
+		fill, what := recvColour, "receive from"
+		if c.Send {
+			fill, what = sendColour, "send to"
+		}
+		title := fmt.Sprintf("%s rank %d, tag %d, %d bytes: %s, from %s to %s", what, c.Peer, c.Tag, c.Bytes, human(c.End-c.Start), human(c.Start), human(c.End))
+		citems[r-firstPeer] = append(citems[r-firstPeer], item{start: c.Start, end: c.End, fill: fill, kind: what, title: title})
+	}
+	for i, its := range citems {
+		sort.Slice(its, func(a, b int) bool { return its[a].start < its[b].start })
+		rows[firstPeer+i].boxes = merge(its, start, end, xOf, false)
+	}
 
 	top := axisHeight
 	if opt.Title != "" && !inHTML {
 		top += 20
 	}
-	height := top + float64(len(rows))*(rowHeight+rowGap) + 10 + legendRow*float64(1+(len(s.Codelets)+3)/4)
+	height := top + float64(len(rows))*(rowHeight+rowGap) + 10 + legendRow*float64((legendItems(t, s)+3)/4)
 	width := labelWidth + chartWidth + 20
 	aspect := ""
 	if inHTML {
@@ -280,7 +331,11 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 	}
 	// The legend.
 	ly := top + float64(len(rows))*(rowHeight+rowGap) + 10
-	items := []struct{ fill, stroke, label string }{{idleColour, "", "idle"}, {xferColour, "", "transfer"}, {"white", critColour, "critical path"}}
+	items := []struct{ fill, stroke, label string }{{idleColour, "", "idle"}, {schedColour, "", "scheduling"}, {fetchColour, "", "fetching"},
+		{xferColour, "", "transfer"}, {"white", critColour, "critical path"}}
+	if len(t.Comms) > 0 {
+		items = append(items, struct{ fill, stroke, label string }{sendColour, "", "send"}, struct{ fill, stroke, label string }{recvColour, "", "receive"})
+	}
 	for _, c := range s.Codelets {
 		items = append(items, struct{ fill, stroke, label string }{fills[c.Name], "", c.Name})
 	}
@@ -294,6 +349,15 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="12" height="12" fill="%s"%s/><text x="%.1f" y="%.1f">%s</text>`+"\n", x, y, it.fill, stroke, x+16, y+10, html.EscapeString(clip(it.label, 40)))
 	}
 	w.WriteString("</g>\n</svg>\n")
+}
+
+// legendItems is the number of entries in the legend.
+func legendItems(t *Trace, s Summary) int {
+	n := 5 + len(s.Codelets)
+	if len(t.Comms) > 0 {
+		n += 2
+	}
+	return n
 }
 
 // merge turns a row's items, sorted by start, into boxes: items less than

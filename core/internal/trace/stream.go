@@ -63,17 +63,22 @@ const (
 	// Chrome is Chrome's trace-event JSON, as Perfetto and
 	// chrome://tracing read it.
 	Chrome
+	// Perfetto is Perfetto's protobuf trace (perfetto.go).
+	Perfetto
 )
 
 // FormatOf picks the format of a trace file by its extension: .json is
-// Chrome JSON, anything else the native format. Extensions of the files
-// the tools derive from a trace (.svg, .html, .dot, .rec) are refused.
+// Chrome JSON, .pftrace and .perfetto-trace Perfetto's protobuf, anything
+// else the native format. Extensions of the files the tools derive from a
+// trace (.svg, .html, .dot, .rec, .paje) are refused.
 func FormatOf(path string) (Format, error) {
 	switch ext := strings.ToLower(filepath.Ext(path)); ext {
 	case ".json":
 		return Chrome, nil
-	case ".svg", ".html", ".htm", ".dot", ".rec":
-		return 0, fmt.Errorf("trace file %s: a trace is .json (Chrome/Perfetto) or native (any other extension, .trace say); starpu trace view, dot and rec derive %s files from it", path, ext)
+	case ".pftrace", ".perfetto-trace":
+		return Perfetto, nil
+	case ".svg", ".html", ".htm", ".dot", ".rec", ".paje":
+		return 0, fmt.Errorf("trace file %s: a trace is .json (Chrome/Perfetto), .pftrace (Perfetto) or native (any other extension, .trace say); starpu trace view, dot, rec and paje derive %s files from it", path, ext)
 	}
 	return Native, nil
 }
@@ -317,12 +322,15 @@ const (
 // woken the workers and policies, so that tracing adds no lock or
 // encoding to the dependency hop.
 type Rec struct {
-	Kind       RecKind
-	Failed     bool
-	Worker     int32
-	Footprint  uint32
-	ID, To     uint64
-	Start, End int64
+	Kind           RecKind
+	Failed, Posted bool
+	Worker         int32
+	Footprint      uint32
+	ID, To         uint64
+	Start, End     int64
+	// Predicted and PredictedTransfer are a run's predictions (Task's),
+	// -1 unknown; both unknown, the record leaves them out.
+	Predicted, PredictedTransfer int64
 }
 
 // Write records recs, in order, under one lock.
@@ -342,10 +350,21 @@ func (s *Stream) Write(recs []Rec) {
 			a.i(r.Start - s.origin)
 			a.i(r.End - s.origin)
 			a.u(uint64(r.Footprint))
+			var flags uint64
 			if r.Failed {
-				a.u(flagFailed)
-			} else {
-				a.u(0)
+				flags |= flagFailed
+			}
+			if r.Posted {
+				flags |= runPosted
+			}
+			pred := r.Predicted >= 0 || r.PredictedTransfer >= 0
+			if pred {
+				flags |= runPredicted
+			}
+			a.u(flags)
+			if pred {
+				a.i(r.Predicted)
+				a.i(r.PredictedTransfer)
 			}
 		case RecEdge:
 			a.b = append(a.b, kindEdge)
@@ -385,13 +404,61 @@ func (s *Stream) Transfer(x Transfer) {
 	s.mu.Unlock()
 }
 
-// Close describes the workers and memory nodes, marks the trace complete,
-// waits for the writer and closes the file. Records given after Close are
-// ignored. It returns the first write error.
-func (s *Stream) Close(workers []Worker, nodes []Node) error {
-	if !s.begin(0) {
-		return errors.New("trace: closed twice")
+// Plugin records a plugin process event at t (producers' clock): name is
+// the plugin's (driver-cpu, sched-dmda), note how an exit happened.
+func (s *Stream) Plugin(t int64, kind PluginKind, name string, pid int, note string) {
+	if !s.begin(48 + 2*(len(name)+len(note))) {
+		return
 	}
+	n, m := s.name(name), s.name(note)
+	a := &s.a
+	a.b = append(a.b, kindPlugin)
+	a.i(t - s.origin)
+	a.u(uint64(kind))
+	a.u(uint64(pid))
+	a.u(n)
+	a.u(m)
+	s.mu.Unlock()
+}
+
+// Comm records a point-to-point communication; its times are on the
+// producers' clock.
+func (s *Stream) Comm(c Comm) {
+	if !s.begin(72) {
+		return
+	}
+	var flags uint64
+	if c.Send {
+		flags |= commSend
+	}
+	if c.Failed {
+		flags |= flagFailed
+	}
+	a := &s.a
+	a.b = append(a.b, kindComm)
+	a.u(flags)
+	a.i(int64(c.Peer))
+	a.i(c.Tag)
+	a.u(c.Bytes)
+	a.u(c.Handle)
+	a.i(c.Start - s.origin)
+	a.i(c.End - s.origin)
+	s.mu.Unlock()
+}
+
+// Describe records the workers and memory nodes once they exist, so
+// that a reader knows each worker's memory node before its tasks (the
+// states' fetching needs it); Close describes them again.
+func (s *Stream) Describe(workers []Worker, nodes []Node) {
+	if !s.begin(0) {
+		return
+	}
+	s.describe(workers, nodes)
+	s.mu.Unlock()
+}
+
+// describe writes worker and node records; mu held.
+func (s *Stream) describe(workers []Worker, nodes []Node) {
 	for _, w := range workers {
 		s.flushIfFull(32 + len(w.Arch) + len(w.Name))
 		s.a.b = append(s.a.b, kindWorker)
@@ -406,6 +473,16 @@ func (s *Stream) Close(workers []Worker, nodes []Node) error {
 		s.a.u(uint64(n.ID))
 		s.a.str(n.Name)
 	}
+}
+
+// Close describes the workers and memory nodes, marks the trace complete,
+// waits for the writer and closes the file. Records given after Close are
+// ignored. It returns the first write error.
+func (s *Stream) Close(workers []Worker, nodes []Node) error {
+	if !s.begin(0) {
+		return errors.New("trace: closed twice")
+	}
+	s.describe(workers, nodes)
 	s.a.b = append(s.a.b, kindEnd)
 	s.closed = true
 	s.full <- s.a.b
@@ -417,8 +494,12 @@ func (s *Stream) Close(workers []Worker, nodes []Node) error {
 	if cerr := s.sink.close(); err == nil {
 		err = cerr
 	}
-	if err == nil && s.format == Chrome {
+	switch {
+	case err != nil:
+	case s.format == Chrome:
 		err = convertFile(s.path)
+	case s.format == Perfetto:
+		err = convertPerfettoFile(s.path)
 	}
 	if err != nil && s.path != "" {
 		err = fmt.Errorf("trace file %s: %w", s.path, err)
@@ -475,29 +556,5 @@ func convertFile(path string) error {
 		return err
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("convert to JSON (the native trace is left): %w", err)
-	}
-	bw := bufio.NewWriterSize(tmp, chunkSize)
-	err = ConvertChrome(bw, in)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		if st, serr := in.Stat(); serr == nil {
-			err = tmp.Chmod(st.Mode().Perm())
-		}
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("convert to JSON (the native trace is left): %w", err)
-	}
-	return nil
+	return replaceFile(path, "JSON", func(w io.Writer) error { return ConvertChrome(w, in) })
 }

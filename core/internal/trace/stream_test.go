@@ -22,18 +22,31 @@ func (m *memFile) Close() error { m.closed = true; return nil }
 
 const origin = 1_000_000 // the producers' clock at time 0
 
+var (
+	testWorkers = []Worker{{ID: 0, Name: "w0", Node: 0, Arch: "cpu"}, {ID: 1, Name: "w1", Node: 1, Arch: "opencl"}}
+	testNodes   = []Node{{ID: 0, Name: "RAM"}, {ID: 1, Name: "opencl_0"}}
+)
+
 // record writes a small run through a stream: a task released by
-// another, a synchronisation task, a transfer.
+// another, a synchronisation task, a transfer, a plugin that dies and
+// restarts, a communication.
 func record(s *Stream) {
+	s.Describe(testWorkers, testNodes)
+	s.Plugin(origin+5, PluginStart, "driver-cpu", 100, "")
 	s.Submit(&SubmitEvent{ID: 1, Name: "a", Codelet: "gemm", Model: "m", Time: origin + 10, Priority: 3, Tag: 7, HasTag: true, Flops: 2e9,
 		Iter: [2]int64{4, 9}, NIter: 2, Handles: []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64, Name: "A"}, {Handle: 6, Mode: ModeR, Size: 32}}})
 	s.Submit(&SubmitEvent{ID: 2, Name: "b[0]", Codelet: "gemm", Time: origin + 20, Handles: []Access{{Handle: 5, Mode: ModeR, Size: 64, Name: "A"}}})
 	s.Submit(&SubmitEvent{ID: 3, Name: "sync", Time: origin + 25})
 	s.Ready(1, origin+30)
 	s.Transfer(Transfer{Src: 0, Dst: 1, Bytes: 64, Handle: 5, Start: origin + 35, End: origin + 40})
-	s.Run(1, 0, origin+40, origin+100, 0xbeef, false)
-	s.Edge(1, 2, 0, origin+40, origin+100)
-	s.Edge(1, 3, 0, origin+40, origin+100)
+	s.Write([]Rec{
+		{Kind: RecRun, ID: 1, Worker: 0, Start: origin + 40, End: origin + 100, Footprint: 0xbeef, Posted: true, Predicted: 55, PredictedTransfer: 0},
+		{Kind: RecEdge, ID: 1, To: 2, Worker: 0, Start: origin + 40, End: origin + 100},
+		{Kind: RecEdge, ID: 1, To: 3, Worker: 0, Start: origin + 40, End: origin + 100},
+	})
+	s.Comm(Comm{Send: true, Peer: 1, Tag: -3, Bytes: 64, Handle: 5, Start: origin + 50, End: origin + 60})
+	s.Plugin(origin+60, PluginExit, "driver-cpu", 100, "was killed: heartbeat")
+	s.Plugin(origin+70, PluginStart, "driver-cpu", 101, "")
 	s.Ready(2, origin+110)
 	s.Run(2, 1, origin+120, origin+150, 0xbeef, true)
 }
@@ -46,20 +59,39 @@ func wantTrace(format string) *Trace {
 		Tasks: []*Task{
 			{ID: 1, Name: "a", Codelet: "gemm", Model: "m", Priority: 3, Tag: 7, HasTag: true, Flops: 2e9, Iter: []int64{4, 9},
 				Handles:   []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64, Name: "A"}, {Handle: 6, Mode: ModeR, Size: 32}},
-				Submitted: true, Ran: true, Submit: 10, Ready: 30, Worker: 0, Start: 40, End: 100, Footprint: 0xbeef},
+				Submitted: true, Ran: true, Submit: 10, Ready: 30, Worker: 0, Start: 40, End: 100, Footprint: 0xbeef,
+				Posted: true, Predicted: 55, PredictedTransfer: 0},
 			{ID: 2, Name: "b[0]", Codelet: "gemm", Handles: []Access{{Handle: 5, Mode: ModeR, Size: 64, Name: "A"}}, Preds: []uint64{1},
-				Submitted: true, Ran: true, Submit: 20, Ready: 110, Worker: 1, Start: 120, End: 150, Footprint: 0xbeef, Failed: true},
-			{ID: 3, Name: "sync", Preds: []uint64{1}, Submitted: true, Submit: 25, Worker: -1},
+				Submitted: true, Ran: true, Submit: 20, Ready: 110, Worker: 1, Start: 120, End: 150, Footprint: 0xbeef, Failed: true,
+				Predicted: -1, PredictedTransfer: -1},
+			{ID: 3, Name: "sync", Preds: []uint64{1}, Submitted: true, Submit: 25, Worker: -1, Predicted: -1, PredictedTransfer: -1},
 		},
 		Transfers: []Transfer{{Src: 0, Dst: 1, Bytes: 64, Handle: 5, Start: 35, End: 40}},
-		Complete:  true,
-		Format:    format,
+		// Worker 0 (RAM) waits for task 1 from the first submission, then
+		// idles to the end; worker 1 (opencl_0) waits for task 2, and
+		// the copy of handle 5 to its node is its fetching.
+		States: []State{
+			{Worker: 0, Kind: StateIdle, Start: 10, End: 30, Task: 1},
+			{Worker: 0, Kind: StateScheduling, Start: 30, End: 40, Task: 1},
+			{Worker: 0, Kind: StateIdle, Start: 100, End: 150},
+			{Worker: 1, Kind: StateIdle, Start: 10, End: 35, Task: 2},
+			{Worker: 1, Kind: StateFetching, Start: 35, End: 40, Task: 2},
+			{Worker: 1, Kind: StateIdle, Start: 40, End: 110, Task: 2},
+			{Worker: 1, Kind: StateScheduling, Start: 110, End: 120, Task: 2},
+		},
+		Plugins: []PluginEvent{
+			{Time: 5, Kind: PluginStart, Name: "driver-cpu", Pid: 100},
+			{Time: 60, Kind: PluginExit, Name: "driver-cpu", Pid: 100, Note: "was killed: heartbeat"},
+			{Time: 70, Kind: PluginRestart, Name: "driver-cpu", Pid: 101},
+		},
+		Comms:    []Comm{{Send: true, Peer: 1, Tag: -3, Bytes: 64, Handle: 5, Start: 50, End: 60}},
+		Complete: true,
+		Format:   format,
 	}
 }
 
 func TestStreamRoundTrip(t *testing.T) {
-	workers := []Worker{{ID: 0, Name: "w0", Node: 0, Arch: "cpu"}, {ID: 1, Name: "w1", Node: 1, Arch: "opencl"}}
-	nodes := []Node{{ID: 0, Name: "RAM"}, {ID: 1, Name: "opencl_0"}}
+	workers, nodes := testWorkers, testNodes
 	for _, tc := range []struct {
 		format Format
 		name   string
@@ -383,5 +415,25 @@ func TestConvertChromeTruncated(t *testing.T) {
 	}
 	if err := ConvertChrome(io.Discard, strings.NewReader(`{"traceEvents":[]}`)); err == nil {
 		t.Error("ConvertChrome took JSON for a native trace")
+	}
+}
+
+// BenchmarkStreamRound is the engine's side of a dependency hop with a
+// trace: a run, an edge and a ready record written as one round.
+func BenchmarkStreamRound(b *testing.B) {
+	s, err := NewStream(nopFile{io.Discard}, 0, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	round := make([]Rec, 3)
+	for i := range b.N {
+		id, t := uint64(i), int64(i)
+		round[0] = Rec{Kind: RecRun, ID: id, Worker: 1, Start: t, End: t + 10, Footprint: 0xbeef}
+		round[1] = Rec{Kind: RecEdge, ID: id, To: id + 1, Worker: 1, Start: t, End: t + 10}
+		round[2] = Rec{Kind: RecReady, ID: id + 1, Start: t + 12}
+		s.Write(round)
+	}
+	if err := s.Close(nil, nil); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -6,9 +6,11 @@
 // Runtime.WriteTrace (WriteChrome encodes them); a Stream writes a trace
 // file while the runtime runs, with bounded memory, in the native format
 // (native.go) or as Chrome trace-event JSON (chrome.go). Read turns
-// either file back into a Trace, which analysis.go summarises (per worker,
-// per codelet, the critical path) and render.go, dot.go and rec.go draw
-// as an SVG or HTML Gantt chart, a dag.dot graph and StarPU's tasks.rec.
+// either file back into a Trace, with the workers' states between tasks
+// derived from it (states.go), which analysis.go summarises (per worker,
+// per codelet, the critical path) and render.go, dot.go, perfetto.go and
+// paje.go write as an SVG or HTML Gantt chart, a dag.dot graph, StarPU's
+// tasks.rec, a Perfetto protobuf trace and a Paje trace.
 package trace
 
 import (
