@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,18 +14,6 @@ import (
 	"github.com/starpu-go/starpu/core/mpi"
 	"github.com/starpu-go/starpu/internal/mpirun"
 )
-
-// buildCLI builds this command into a temporary directory: the ranks run
-// the real binary.
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	exe := filepath.Join(t.TempDir(), "starpu")
-	cmd := exec.Command("go", "build", "-o", exe, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return exe
-}
 
 // kvOf parses the last "starpu cholesky ..." line of out.
 func kvOf(out string) map[string]string {

@@ -58,10 +58,7 @@ func alive(pid int) bool {
 // plugin processes are stopped (SIGSTOP) and the runtime waits on them
 // forever, and the plugins do not outlive it.
 func TestInterruptWithStoppedPlugins(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "starpu")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildCLI(t)
 	// A million chained tasks: seconds of run once submitted. Five million
 	// kept the tool submitting (gigabytes of tasks, the collector busy)
 	// when the plugins were stopped, which delayed the signal's delivery

@@ -286,3 +286,15 @@ func TestOpenCLWorkloads(t *testing.T) {
 		t.Errorf("bench bandwidth measured %q, want opencl_0", kv["device"])
 	}
 }
+
+// buildCLI builds this command into a temporary directory, for the tests
+// that run the real binary (under mpirun, or to signal it).
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	exe := filepath.Join(t.TempDir(), "starpu")
+	cmd := exec.Command("go", "build", "-o", exe, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return exe
+}

@@ -546,16 +546,6 @@ func (pw *pfWriter) event(e *pfEvent) {
 	pw.packet()
 }
 
-// IsPerfetto says whether path names a Perfetto protobuf trace (.pftrace,
-// .perfetto-trace).
-func IsPerfetto(path string) bool {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".pftrace", ".perfetto-trace":
-		return true
-	}
-	return false
-}
-
 // convertPerfettoFile turns the native trace in path into a Perfetto
 // trace, through a temporary file renamed over it; on failure the native
 // trace stays.
