@@ -46,6 +46,9 @@ type Handle struct {
 	size  uint64
 	iface *ifaceData
 	plan  []wire.CopyRange
+	// mf, for multiformat data, gives its layout on each device node and
+	// the conversions to and from it (data_multiformat.go).
+	mf *multiformat
 
 	// home is the application's memory when it is not in the arena: the
 	// parts of the region it backs.
@@ -88,6 +91,9 @@ type Handle struct {
 }
 
 func (h *Handle) String() string {
+	if h.mf != nil {
+		return fmt.Sprintf("multiformat handle #%d", h.id)
+	}
 	return fmt.Sprintf("%s handle #%d", h.layout.Interface, h.id)
 }
 
@@ -104,10 +110,15 @@ func (h *Handle) depend(j *job, mode Mode) {
 		return
 	}
 	if h.acc != nil || mode&^(RW|Locality) != 0 {
+		j.npred1 = -1 // not a plain access: never chained
 		h.access(j, mode, true)
 		return
 	}
+	before := j.ndeps.Load()
 	h.dependPlain(j, mode)
+	if j.ndeps.Load() == before {
+		j.freeHandles++ // never chained: see task_chain.go
+	}
 	h.mu.Unlock()
 }
 
@@ -562,6 +573,11 @@ func (rt *Runtime) forget(h *Handle) error {
 	}
 	if h.owned {
 		if err := rt.arena.Free(h.span); err != nil {
+			return fmt.Errorf("unregister %s: %w", h, err)
+		}
+	}
+	if h.mf != nil {
+		if err := h.mf.free(rt); err != nil {
 			return fmt.Errorf("unregister %s: %w", h, err)
 		}
 	}

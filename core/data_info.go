@@ -190,6 +190,9 @@ func (h *Handle) RegisterSame() (*Handle, error) {
 	if h.unregistered.Load() {
 		return nil, fmt.Errorf("register same as %s: %w", h, ErrUnregistered)
 	}
+	if h.mf != nil {
+		return h.registerSameMultiformat()
+	}
 	if d := h.iface; d != nil {
 		n := rt.newHandle(h.layout, h.size)
 		n.iface = &ifaceData{inst: d.inst, meta: d.meta, desc: d.desc, offsets: d.offsets}

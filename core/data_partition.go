@@ -104,6 +104,9 @@ func (h *Handle) Partition(f Filter) ([]*Handle, error) {
 	if h.iface != nil {
 		return nil, fmt.Errorf("%w: partition %s: filter %s is for built-in interfaces", ErrInvalidData, h, f.name)
 	}
+	if err := h.noFilter("partition"); err != nil {
+		return nil, err
+	}
 	views, err := f.split(h.layout)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: %w", h, err)

@@ -122,6 +122,9 @@ func (h *Handle) Plan(f Filter) (*Plan, error) {
 	if h.iface != nil {
 		return nil, fmt.Errorf("%w: plan %s: filter %s is for built-in interfaces", ErrInvalidData, h, f.name)
 	}
+	if err := h.noFilter("plan"); err != nil {
+		return nil, err
+	}
 	views, err := f.split(h.layout)
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", h, err)

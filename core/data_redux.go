@@ -89,6 +89,9 @@ func (h *Handle) SetReductionMethods(redux, init *Codelet) error {
 	if ri.nowhere || ii.nowhere {
 		return fmt.Errorf("%w: reduction methods of %s: the codelets must run somewhere", ErrInvalidTask, h)
 	}
+	if err := h.checkReduction(redux, ri, init, ii); err != nil {
+		return err
+	}
 	if ii.archMask&rt.ramArchs() == 0 {
 		return fmt.Errorf("%w: reduction methods of %s: init codelet %q has no implementation for a worker computing in RAM, where REDUX buffers live", ErrNoWorker, h, init.Name)
 	}

@@ -36,12 +36,13 @@
 // ([Runtime.NewArbiter]) for the rest.
 //
 // Register data: [RegisterVector], [RegisterMatrix], [RegisterBlock],
-// [RegisterVariable], [Runtime.RegisterInterface] (a data interface
-// plugin) and [Malloc] for arena memory ([PtrRegister] gives it to data
-// registered without home); [Handle.Acquire] and
-// [Handle.Release] to read it from Go between tasks; [Handle.Unregister]
-// to get it back. Split it with [Handle.Partition] or, asynchronously,
-// [Handle.Plan]; reduce into it with [Handle.SetReductionMethods].
+// [RegisterVariable], [RegisterMultiformat] (a layout per architecture),
+// [Runtime.RegisterInterface] (a data interface plugin) and [Malloc] for
+// arena memory ([PtrRegister] gives it to data registered without home);
+// [Handle.Acquire] and [Handle.Release] to read it from Go between tasks;
+// [Handle.Unregister] to get it back. Split it with [Handle.Partition]
+// or, asynchronously, [Handle.Plan]; reduce into it with
+// [Handle.SetReductionMethods].
 //
 // Move data ahead of time: [Handle.PrefetchOnNode],
 // [Handle.FetchOnNodeAsync], [Handle.WontUse]; see where it is with
@@ -77,6 +78,7 @@
 //	task insert, its options       task_insert.go                docs/user-guide.md
 //	explicit and end dependencies  task_deps.go                  docs/design/tasks.md
 //	tags                           task_tags.go                  docs/design/tasks.md
+//	tasks queued behind their pred task_chain.go (header)        docs/design/hot-path.md
 //	status, profiling, iterations  task_status.go                docs/design/tasks.md
 //	performance models             task_models.go, perfmodel/    docs/design/perfmodel.md
 //	tracing, STARPU_*_STATS hooks  task_trace.go                 docs/design/tracing.md
@@ -94,6 +96,7 @@
 //	partitioning, plans            data_partition*.go            docs/design/memory.md
 //	built-in filters' arithmetic   internal/filter/              docs/design/memory.md
 //	interface plugins              data_iface*.go                docs/design/interfaces.md
+//	multiformat data, conversions  data_multiformat.go           docs/design/memory.md
 //	memory nodes                   mem_nodes.go                  docs/design/memory.md
 //	coherency, transfers, eviction mem_coherency.go              docs/design/memory.md
 //	prefetch and data requests     mem_requests.go               docs/design/memory.md

@@ -256,6 +256,8 @@ func (e *engine) addWorker(d *driverInst, unit int) (*workerState, error) {
 }
 
 func (e *engine) start() {
+	rt := e.rt
+	rt.chains = !rt.cfg.NoChain && e.postDriver >= 0 && !rt.multiNode
 	e.started = true
 	e.lastCheck = time.Now()
 	e.startedAt = e.lastCheck
@@ -280,6 +282,10 @@ func (e *engine) stop() {
 func (e *engine) push(j *job, releasedBy int32) {
 	if e.checks.Load() {
 		if err := e.pushCheck(j); err != nil {
+			if j.chain.Load()&chainOn != 0 {
+				e.rt.chainUndo(j) // it meets the error once it is ready
+				return
+			}
 			e.rt.failLater(j, err)
 			return
 		}
@@ -312,6 +318,10 @@ func (e *engine) push(j *job, releasedBy int32) {
 	}
 	if bp := c.broken.Load(); bp != nil {
 		c.mu.Unlock()
+		if j.chain.Load()&chainOn != 0 {
+			e.rt.chainUndo(j) // it meets the error once it is ready
+			return
+		}
 		e.rt.failLater(j, *bp)
 		return
 	}
@@ -322,17 +332,31 @@ func (e *engine) push(j *job, releasedBy int32) {
 		c.mu.Unlock()
 		return
 	}
-	n := wire.PushLen(len(p.Transfer))
+	n := p.Len() // the header, the transfers, the implementations
 	k := e.postKernel(j, c)
 	if k >= 0 {
 		p.Flags |= wire.PushExec
 		n += wire.ExecSize(len(j.task.Handles), len(j.task.Arg))
 	}
+	after := j.chain.Load()&chainOn != 0
+	if after {
+		if k < 0 || c != e.rt.global {
+			// Chained tasks travel with their Exec to the global policy
+			// only: wait for the dependencies instead.
+			c.mu.Unlock()
+			e.rt.chainUndo(j)
+			return
+		}
+		p.Flags |= wire.PushAfter
+	}
 	b, err := c.rings.events.ReserveWait(n, c.alive)
 	if err == nil {
 		p.Encode(b)
 		if k >= 0 {
-			e.encodeExec(b[wire.PushLen(len(p.Transfer)):], j, k, 0, 0)
+			e.encodeExec(b[p.ExecOffset():], j, k, 0, 0)
+		}
+		if after {
+			wire.SetExecAfter(b[p.ExecOffset():], j.chainPred)
 		}
 		// Tracked after push's last access to j, before the policy can
 		// decide on it, and under c.mu: Delete's removal message, and so
@@ -348,14 +372,23 @@ func (e *engine) push(j *job, releasedBy int32) {
 	}
 	c.mu.Unlock()
 	if err != nil {
+		if after {
+			// It waits for its dependencies, then meets the same error.
+			e.untrack(j.id)
+			e.rt.chainUndo(j)
+			return
+		}
 		e.rt.failLater(j, fmt.Errorf("push task to %s: %w", c, err))
 		return
 	}
 	if releasedBy < 0 {
 		c.rings.bell.Ring() // a submission: the policy has it at once
-		return
+	} else {
+		e.ringHost(c)
 	}
-	e.ringHost(c)
+	if k >= 0 && e.rt.chains {
+		e.markPushed(j)
+	}
 }
 
 // pushCheck says why j cannot be pushed, if it cannot.
@@ -527,10 +560,12 @@ func (e *engine) drainContext(c *SchedContext) {
 		case wire.TypeAssign:
 			if a.Decode(msg) == nil {
 				d.Release()
-				if a.Flags&wire.AssignPosted != 0 {
-					e.posted(c, int(a.Worker), a.ID)
+				if a.Flags&wire.AssignDeclined != 0 {
+					e.chainDeclined(a.ID)
+				} else if a.Flags&wire.AssignPosted != 0 {
+					e.posted(c, &a)
 				} else {
-					e.dispatch(int(a.Worker), a.ID)
+					e.dispatch(&a)
 				}
 				continue
 			}
@@ -558,7 +593,8 @@ func (e *engine) ringWorkers() {
 }
 
 // dispatch sends task id to worker wid.
-func (e *engine) dispatch(wid int, id uint64) {
+func (e *engine) dispatch(a *wire.Assign) {
+	wid, id := int(a.Worker), a.ID
 	j := e.lookup(id)
 	if j == nil {
 		e.rt.log.Error("scheduler assigned an unknown task", "task", id, "worker", wid)
@@ -578,14 +614,22 @@ func (e *engine) dispatch(wid int, id uint64) {
 		return
 	}
 	w := e.rt.workers[wid]
+	if a.Flags&wire.AssignImpl != 0 {
+		if err := e.rt.policyImpl(j, w, a.Impl); err != nil {
+			e.fail(j, wid, err)
+			return
+		}
+	}
 	j.worker = int32(wid)
 	e.enqueue(w, j)
 }
 
 // posted records that c's policy posted task id to worker wid's scheduler
-// ring itself. The task may have completed already: the echo follows the
-// Exec by a ring, and the completion by the worker.
-func (e *engine) posted(c *SchedContext, wid int, id uint64) {
+// ring itself, with the implementation it chose, if it did. The task may
+// have completed already: the echo follows the Exec by a ring, and the
+// completion by the worker.
+func (e *engine) posted(c *SchedContext, a *wire.Assign) {
+	wid, id := int(a.Worker), a.ID
 	j := e.lookup(id)
 	if j == nil {
 		return // completed
@@ -595,6 +639,14 @@ func (e *engine) posted(c *SchedContext, wid int, id uint64) {
 		return
 	}
 	w := e.rt.workers[wid]
+	if a.Flags&wire.AssignImpl != 0 {
+		if err := e.rt.policyImpl(j, w, a.Impl); err != nil {
+			// The worker may be running it with whatever kernel the policy
+			// wrote: its result cannot be trusted.
+			e.fail(j, wid, err)
+			return
+		}
+	}
 	j.worker, j.posted = int32(wid), true
 	if w.drv.dead.Load() {
 		e.onDeadWorker(j, wid, w.drv, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, wid, j.name()))
@@ -602,6 +654,9 @@ func (e *engine) posted(c *SchedContext, wid int, id uint64) {
 	}
 	e.rt.assign(j, w)
 	e.notePrediction(j, w)
+	if j.chain.Load()&chainOn != 0 {
+		e.rt.chainAccepted(j)
+	}
 }
 
 // enqueue posts j to w, behind the tasks already waiting for room.
@@ -780,6 +835,7 @@ func (e *engine) drainCompletions() {
 			if x := e.xferDone(c.ID); x != nil {
 				if e.rt.trace != nil {
 					e.rt.trace.xferDone(c.ID, c.StartNs, c.EndNs, c.Failed)
+					e.rt.trace.slept(w.id, c.SleepStartNs, c.SleepEndNs)
 				}
 				var err error
 				if c.Failed {
@@ -809,13 +865,34 @@ func (e *engine) drainCompletions() {
 				e.rt.log.Error("worker completed an unknown task", "worker", w.id, "task", c.ID)
 				continue
 			}
+			if j.worker < 0 && j.sctx != nil {
+				// Posted by the scheduler, its Assign not read yet: read
+				// it first, for the implementation the task ran with.
+				e.track(j)
+				e.drainContext(j.sctx)
+				if e.untrack(j.id) == nil {
+					continue // the Assign was refused, failing the task
+				}
+			}
 			if j.worker < 0 { // posted by the scheduler, echo not read yet
 				j.worker, j.posted = int32(w.id), true
 				e.rt.assign(j, w)
+				if j.chain.Load()&chainOn != 0 {
+					e.rt.chainAccepted(j)
+				}
+			}
+			if c.Skipped {
+				if j.chain.Load()&chainOn != 0 {
+					e.chainSkipped(j, w)
+					continue
+				}
+				// Only a chained task may be skipped: the task did not
+				// run, and nothing will run it.
+				err = fmt.Errorf("%w: task %q: worker %d (%s) skipped it, but it was not queued behind another task", ErrTaskFailed, j.name(), w.id, w.drv.fp.Arch)
 			}
 			j.start, j.end = c.StartNs, c.EndNs
 			if e.rt.trace != nil {
-				e.rt.traceTask(w.id, j, c.StartNs, c.EndNs, err != nil)
+				e.rt.traceTask(w.id, j, c.StartNs, c.EndNs, c.SleepStartNs, c.SleepEndNs, err != nil)
 			}
 			wt := e.dropData(j, err == nil)
 			if err == nil {
@@ -857,13 +934,13 @@ func (e *engine) checkPlugins() {
 	if len(e.xfers) > 0 {
 		var lost []*xfer
 		for id, x := range e.xfers {
-			if x.dev != nil && x.dev.drv != nil && x.dev.drv.dead.Load() {
+			if d := x.runner(); d != nil && d.dead.Load() {
 				delete(e.xfers, id)
 				lost = append(lost, x)
 			}
 		}
 		for _, x := range lost {
-			d := x.dev.drv
+			d := x.runner()
 			e.finishXfer(x, fmt.Errorf("%w: driver-%s (pid %d) %s during a transfer on %s", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc), x.dev.name))
 		}
 	}

@@ -46,6 +46,20 @@ type xfer struct {
 	// dev is the device node whose memory the transfer uses: tasks waiting
 	// for memory there retry after it.
 	dev *memNode
+	// drv, when set, is the driver carrying the transfer out instead of
+	// dev's: a multiformat conversion running on a CPU worker.
+	drv *driverInst
+}
+
+// runner is the driver whose death fails x (engine.checkPlugins).
+func (x *xfer) runner() *driverInst {
+	if x.drv != nil {
+		return x.drv
+	}
+	if x.dev != nil {
+		return x.dev.drv
+	}
+	return nil
 }
 
 // dataWaiter is notified when a transfer it waits for completes.
@@ -87,6 +101,9 @@ func (e *engine) newXfer() *xfer {
 func (h *Handle) nodeLayout(n int) kernel.Layout {
 	if n == 0 || h.iface != nil {
 		return h.layout
+	}
+	if h.mf != nil {
+		return h.mf.layoutOn(h.layout, n)
 	}
 	l := h.layout
 	switch l.Interface {
@@ -181,6 +198,9 @@ func (e *engine) need(h *Handle, n int, m Mode, w dataWaiter, since uint64) (pen
 		h.publishValid()
 		return 0, nil
 	}
+	if h.mf != nil {
+		h.mf.since[n] = since // for the conversion's staging (data_multiformat.go)
+	}
 	e.fetch(h, n).wait(w)
 	return 1, nil
 }
@@ -231,6 +251,11 @@ func (e *engine) copyBetween(h *Handle, src, dst int) *xfer {
 }
 
 func (e *engine) postCopy(h *Handle, src, dst int, x *xfer) {
+	if h.mf != nil {
+		// Multiformat data changes layout on the way (data_multiformat.go).
+		e.convert(h, src, dst, x)
+		return
+	}
 	e.xfers[x.id] = x
 	h.reps[dst].filling = x
 	dev := dst
@@ -287,7 +312,10 @@ func (e *engine) bufferOn(h *Handle, n int) uint64 {
 
 // allocate gives r room on its device node: from the node's cache of freed
 // allocations of the same size, or a new allocation, evicting other
-// replicates when the node is full. It returns the allocation to wait for,
+// replicates when the node is full. Size is the whole test of a cached
+// allocation, for plugin interfaces too (not their AllocFootprint): a
+// region is untyped bytes, and where a datum's parts lie travels with each
+// Exec and Copy (docs/design/memory.md). It returns the allocation to wait for,
 // or nil when a cached one was reused.
 func (e *engine) allocate(r *replicate, since uint64) (*xfer, error) {
 	nd := e.rt.nodes[r.node]

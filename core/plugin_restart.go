@@ -475,6 +475,17 @@ func (j *job) dropSnapshot(rt *Runtime) {
 // it) and running it again is safe, and fails with err otherwise. Engine
 // goroutine.
 func (e *engine) onDeadWorker(j *job, wid int, d *driverInst, err error) {
+	if j.chain.Load()&chainOn != 0 && (d.restarting.Load() || j.archMask&^e.deadArch.Load() != 0) && e.retryable(j) {
+		// A chained task is pushed again once its dependencies are
+		// met, as if the policy had declined it: its predecessor died
+		// with the same driver.
+		if e.untrack(j.id) != nil {
+			e.sendDone(j.sctx, wid, j.id, 0)
+			j.retried = true
+			e.rt.chainUndo(j)
+		}
+		return
+	}
 	if (d.restarting.Load() || j.archMask&^e.deadArch.Load() != 0) && e.retryable(j) {
 		e.retry(j, wid)
 		return

@@ -90,7 +90,10 @@ type Runtime struct {
 	// is more than RAM, and the data layer runs its coherency protocol.
 	nodes     []*memNode
 	multiNode bool
-	bus       *perfmodel.Bus
+	// chains: tasks are queued behind their only unfinished predecessor
+	// (task_chain.go); set when the engine starts.
+	chains bool
+	bus    *perfmodel.Bus
 	// failedDrivers are the device drivers that did not start.
 	failedDrivers []DriverNote
 	// maxExec is the largest Exec message a dispatch ring carries and

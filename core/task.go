@@ -254,6 +254,25 @@ type job struct {
 	// acquire is set for a job that stands for an application's acquire.
 	acquire *acquisition
 	tag     *tagState
+
+	// Chaining (task_chain.go): the job's state as a task queued behind its
+	// only unfinished predecessor, that predecessor's id, and the result
+	// of a run that ended before its dependencies were released. pred1 is
+	// the job's data predecessor and npred1 how many of its dependencies
+	// it accounts for (-1: several predecessors); both are written while
+	// the job is submitted, by the goroutine submitting it.
+	chain       atomic.Uint32
+	chainPred   uint64
+	chainWorker int32
+	chainErr    error
+	// chainReadyNs is when the predecessor whose termination released a
+	// chained job ended (its ready time in a trace); 0 if it ran nowhere.
+	chainReadyNs int64
+	pred1        *job
+	npred1       int32
+	// freeHandles counts the job's handles whose access waited for
+	// nothing: a chained job has none (task_chain.go).
+	freeHandles int32
 }
 
 // jobExt is the part of a job that few tasks use.
@@ -362,20 +381,34 @@ func (h *job) curLocked() *job {
 }
 
 // addDep makes succ wait for pred, unless pred is already released or is
-// succ itself (a task touching one handle twice).
-func addDep(pred, succ *job) {
+// succ itself (a task touching one handle twice), and reports whether it
+// did.
+func addDep(pred, succ *job) bool {
 	if pred == nil || pred == succ {
-		return
+		return false
 	}
 	pred.mu.Lock()
-	if !pred.released {
+	added := !pred.released
+	if added {
 		if pred.succs == nil {
 			pred.succs = pred.succ1[:0]
 		}
 		pred.succs = append(pred.succs, succ)
 		succ.ndeps.Add(1)
+		// What chaining needs (task_chain.go): whether every dependency
+		// is on one job. Written before the job's status says it waits.
+		switch {
+		case succ.npred1 < 0:
+		case succ.pred1 == nil:
+			succ.pred1, succ.npred1 = pred, 1
+		case succ.pred1 == pred:
+			succ.npred1++
+		default:
+			succ.npred1 = -1
+		}
 	}
 	pred.mu.Unlock()
+	return added
 }
 
 // Submit hands a task to the runtime. Errors in the task (wrong number of
@@ -466,6 +499,7 @@ func (rt *Runtime) enqueue(t *Task, j *job) {
 	} else {
 		for i, h := range t.Handles {
 			if t.NoSequentialConsistency || t.HandlesNoSequentialConsistency[i] {
+				j.freeHandles++
 				h.dependFree(j, j.modes[i])
 			} else {
 				h.depend(j, j.modes[i])
@@ -478,6 +512,8 @@ func (rt *Runtime) enqueue(t *Task, j *job) {
 	j.status.Store(uint32(statusWaiting))
 	if j.ndeps.Add(-1) == 0 {
 		rt.ready(j, -1)
+	} else if rt.chains {
+		rt.chainSubmitted(j)
 	}
 }
 
@@ -629,6 +665,9 @@ func (rt *Runtime) placeTask(t *Task, j *job, name string) error {
 // ready is called once a job's dependencies are all met; releasedBy is the
 // worker whose task completion made it ready, or -1.
 func (rt *Runtime) ready(j *job, releasedBy int32) {
+	if j.chain.Load()&chainOn != 0 && rt.chainReady(j) {
+		return // queued behind its predecessor already
+	}
 	switch {
 	case j.acquire != nil:
 		if j.arb && !rt.lockData(j) {
@@ -906,6 +945,9 @@ type termination struct {
 // and terminates it unless end dependencies hold it. worker is where it ran,
 // or -1.
 func (rt *Runtime) complete(j *job, worker int32, err error) {
+	if j.chain.Load()&chainOn != 0 && rt.chainDefer(j, worker, err) {
+		return // completed once its dependencies are released
+	}
 	rt.executed(j, worker, err)
 	rt.terminate(termination{j: j}, worker)
 }
@@ -942,7 +984,7 @@ func (rt *Runtime) executed(j *job, worker int32, err error) {
 		return
 	}
 	if worker >= 0 && j.cl != nil {
-		j.cl.note(int(worker), j.end-j.start, j.task.Flops, j.posted)
+		j.cl.note(int(worker), j.end-j.start, j.task.Flops, j.posted, j.chain.Load()&chainAccepted != 0)
 	}
 	if j.task.WorkerOrder != 0 && j.pinned >= 0 {
 		rt.orderDone(j)
@@ -995,6 +1037,9 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 			for _, s := range list {
 				if rt.trace != nil {
 					rt.trace.edge(j, s, worker >= 0)
+					if s.chain.Load()&chainOn != 0 {
+						s.chainReadyNs = j.end
+					}
 				}
 				if s.ndeps.Add(-1) != 0 {
 					continue

@@ -63,8 +63,9 @@ const VariableBuffers = -1
 const Nowhere uint32 = 1 << 31
 
 // MaxImplementations is the most implementations a codelet may have for
-// one architecture.
-const MaxImplementations = 8
+// one architecture (StarPU's STARPU_MAXIMPLEMENTATIONS): as many as a
+// scheduler may be told of per architecture.
+const MaxImplementations = wire.MaxImpls
 
 // CodeletType says how a codelet's implementations run: sequentially on
 // one worker, or in parallel on a combined worker.
@@ -138,9 +139,14 @@ type Codelet struct {
 	// Impls names several implementations per architecture (StarPU's
 	// cpu_funcs_name[] and friends); implementation i of an architecture is
 	// Impls[arch][i]. An architecture is named in Kernels or Impls, not both.
-	// The runtime runs, on a worker, the first implementation its driver
-	// hosts that CanExecute accepts; with calibration on (Options.Calibrate)
-	// it takes them in turn instead, so that each gets measured.
+	// When the codelet has a performance model, the scheduling policy is
+	// told each implementation's predicted length and may choose one
+	// (dmda takes the one expected to finish first, after measuring each);
+	// otherwise, or when the policy leaves the choice to the runtime, a
+	// worker runs the first implementation its driver hosts that
+	// CanExecute accepts, or with calibration on (Options.Calibrate) each
+	// in turn, so that each gets measured. Each implementation has its own
+	// entries in the performance model.
 	Impls map[driver.Arch][]string
 	// ImplFlags gives flags per implementation, indexed like Impls (or
 	// index 0 for a Kernels entry).
@@ -231,9 +237,9 @@ type codeletInfo struct {
 
 // workerStat counts a codelet's executions on one worker.
 type workerStat struct {
-	n, ns  atomic.Int64
-	posted atomic.Int64
-	flops  atomic.Uint64 // float64 bits
+	n, ns           atomic.Int64
+	posted, chained atomic.Int64
+	flops           atomic.Uint64 // float64 bits
 }
 
 func (cl *Codelet) nbuffers() int {
@@ -415,8 +421,9 @@ func (j *job) implMaskOf(d int) uint8 {
 	return j.cl.implMask[d]
 }
 
-// chooseImpl picks the implementation job j runs on driver d: the first
-// one allowed, or the next in turn when calibrating. Engine goroutine only.
+// chooseImpl picks the implementation job j runs on driver d when the
+// policy did not: the first one allowed, or the next in turn when
+// calibrating. Engine goroutine only.
 func (rt *Runtime) chooseImpl(j *job, d int) int {
 	mask := j.implMaskOf(d)
 	if mask == 0 {
@@ -438,9 +445,26 @@ func (rt *Runtime) chooseImpl(j *job, d int) int {
 	}
 }
 
+// policyImpl takes the implementation a policy chose for job j on worker w
+// (an Assign flagged wire.AssignImpl), after checking that w's driver hosts
+// it and j may run it. Engine goroutine only.
+func (rt *Runtime) policyImpl(j *job, w *workerState, impl uint32) error {
+	mask := j.implMaskOf(w.driverIdx)
+	if impl >= MaxImplementations || mask&(1<<impl) == 0 {
+		var ok []int
+		for m := mask; m != 0; m &= m - 1 {
+			ok = append(ok, bits.TrailingZeros8(m))
+		}
+		return fmt.Errorf("scheduler chose implementation %d of codelet %q for task %q on worker %d (%s), where the task may run implementations %v only", int32(impl), j.task.Codelet.Name, j.name(), w.id, w.drv.fp.Arch, ok)
+	}
+	j.impl = int8(impl)
+	return nil
+}
+
 // assign is called as job j is posted to worker w: it marks j running and
 // returns the kernel index j runs with there, choosing the implementation
-// the first time; -1 when w's driver has none for it. Engine goroutine only.
+// unless the policy did or it was chosen before; -1 when w's driver has
+// none for it. Engine goroutine only.
 func (rt *Runtime) assign(j *job, w *workerState) int32 {
 	j.status.Store(uint32(StatusRunning))
 	if j.impl < 0 {

@@ -118,6 +118,13 @@ func (rt *Runtime) nextRun(p *Task) *job {
 // hold adds a dependency to a job still waiting for some, so that it keeps
 // waiting; false when it is already ready.
 func (j *job) hold() bool {
+	// Under j.mu, which tryChain holds while it chains j: a chained job
+	// is queued on its worker and takes no more dependencies.
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.chain.Load()&chainOn != 0 {
+		return false
+	}
 	for {
 		n := j.ndeps.Load()
 		if n == 0 {

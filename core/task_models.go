@@ -4,6 +4,7 @@ package core
 
 import (
 	"fmt"
+	"math/bits"
 	"sync"
 
 	"github.com/starpu-go/starpu/core/perfmodel"
@@ -28,12 +29,14 @@ const (
 
 // modelTable holds the performance models: db, the model database, is
 // opened when a codelet first needs a model and mu guards it; archKeys,
-// the model key standing for each architecture (driver.ArchIndex), is set
-// at Init and read-only after.
+// the model key standing for each architecture (driver.ArchIndex), and
+// archDrv, the driver whose implementations stand for it in pushes, are
+// set at Init and read-only after.
 type modelTable struct {
 	mu       sync.Mutex
 	db       *perfmodel.DB
 	archKeys [wire.NumArch]string
+	archDrv  [wire.NumArch]int
 }
 
 // modelFor returns the performance model of cl, opening the model database
@@ -63,7 +66,10 @@ func (rt *Runtime) modelFor(cl *Codelet) (*perfmodel.Model, error) {
 
 // setupArchKeys names each worker's entry in the performance models: "cpu"
 // for every CPU core, "<arch>_<device>" for the others; per architecture,
-// the key of its first worker stands for the architecture in predictions.
+// the key of its first worker stands for the architecture in predictions,
+// and its driver's implementations for the architecture's in pushes,
+// unless the architecture's workers with scheduler rings have another
+// driver: the kernels of a Push's implementations go into their Execs.
 func (rt *Runtime) setupArchKeys() {
 	for i := range rt.models.archKeys {
 		rt.models.archKeys[i] = ""
@@ -76,13 +82,19 @@ func (rt *Runtime) setupArchKeys() {
 		w.archKey = perfmodel.ArchKey(string(w.drv.fp.Arch), dev)
 		if a := driver.ArchIndex(w.drv.fp.Arch); a >= 0 && rt.models.archKeys[a] == "" {
 			rt.models.archKeys[a] = w.archKey
+			rt.models.archDrv[a] = w.driverIdx
+		}
+	}
+	if d := rt.engine.postDriver; d >= 0 {
+		if a := driver.ArchIndex(rt.drivers[d].fp.Arch); a >= 0 {
+			rt.models.archDrv[a] = d
 		}
 	}
 }
 
 // fnv32 is the FNV-1a hash of s.
 func fnv32(s string) uint32 {
-	h := uint32(2166136261)
+	h := uint32(fnvOffset)
 	for i := 0; i < len(s); i++ {
 		h ^= uint32(s[i])
 		h *= 16777619
@@ -91,49 +103,83 @@ func fnv32(s string) uint32 {
 }
 
 // footprint hashes the shapes of a task's data (not where it lies), and
-// sums its size: the keys of its performance model entries.
+// sums its size: the keys of its performance model entries. The hash runs
+// over the handles in turn (shapeHash), so a task with one handle has
+// that handle's own footprint (Handle.footprint).
 func footprint(t *Task) (uint32, uint64) {
-	h := uint32(2166136261)
-	mix := func(v uint64) {
-		for i := 0; i < 8; i++ {
-			h ^= uint32(v & 0xff)
-			h *= 16777619
-			v >>= 8
-		}
-	}
+	h := uint32(fnvOffset)
 	var size uint64
 	for _, hd := range t.Handles {
+		h = hd.shapeHash(h)
 		if d := hd.iface; d != nil {
-			// A plugin interface's own footprint and data size (CSR: its
-			// dimensions and non-zeros, not where its rows start), so that
-			// equal-shaped data share a model entry across runs.
-			mix(uint64(d.inst.nameHash)<<32 | uint64(d.desc.Footprint))
 			size += d.desc.Size
-			continue
+		} else {
+			size += hd.size
 		}
-		l := hd.layout
-		mix(uint64(l.Interface)<<32 | uint64(l.ElemSize))
-		mix(l.NX)
-		mix(l.NY)
-		mix(l.NZ)
-		size += hd.size
 	}
 	return h, size
 }
 
-// predict fills a push with the model's predicted lengths per architecture
-// and the predicted time to bring the task's input data to each node.
+// fnvOffset is FNV-1a's initial value.
+const fnvOffset = 2166136261
+
+// fnvMix goes on with the FNV-1a hash h over v's 8 bytes, low first.
+func fnvMix(h uint32, v uint64) uint32 {
+	for i := 0; i < 8; i++ {
+		h ^= uint32(v & 0xff)
+		h *= 16777619
+		v >>= 8
+	}
+	return h
+}
+
+// shapeHash goes on with the FNV-1a hash h over the handle's shape: for a
+// built-in interface its interface, element size and dimensions, for a
+// plugin interface the interface's name and its own footprint (CSR: its
+// dimensions and non-zeros, not where its rows start), so that
+// equal-shaped data share a model entry across runs.
+func (hd *Handle) shapeHash(h uint32) uint32 {
+	if d := hd.iface; d != nil {
+		return fnvMix(h, uint64(d.inst.nameHash)<<32|uint64(d.desc.Footprint))
+	}
+	l := hd.layout
+	h = fnvMix(h, uint64(l.Interface)<<32|uint64(l.ElemSize))
+	h = fnvMix(h, l.NX)
+	h = fnvMix(h, l.NY)
+	return fnvMix(h, l.NZ)
+}
+
+// footprint is the handle's own footprint, as traces record it per
+// handle (StarPU's starpu_data_get_footprint).
+func (hd *Handle) footprint() uint32 { return hd.shapeHash(fnvOffset) }
+
+// predict fills a push with the model's predicted lengths per architecture,
+// of the implementation the core runs when the policy leaves the choice to
+// it (the first one j may run there); with the length of each of them when
+// j may run more than one on some architecture, so that the policy may
+// choose (implsPredicted); and with the predicted time to bring the task's
+// input data to each node.
 func (e *engine) predict(j *job, p *wire.Push) {
 	rt := e.rt
 	if m := j.cl.model; m != nil {
 		j.footprint, j.dataSize = footprint(j.task)
+		multi := false
 		for a, key := range rt.models.archKeys {
 			if key == "" {
 				continue
 			}
-			if ns, ok := m.Predict(key, j.footprint, j.dataSize); ok {
+			mask := j.implMaskOf(rt.models.archDrv[a])
+			first := 0
+			if mask != 0 {
+				first = bits.TrailingZeros8(mask)
+				multi = multi || mask&(mask-1) != 0
+			}
+			if ns, ok := m.PredictImpl(key, first, j.footprint, j.dataSize); ok {
 				p.Length[a] = int64(ns)
 			}
+		}
+		if multi {
+			e.implsPredicted(j, p, m)
 		}
 	}
 	if !rt.multiNode || rt.bus == nil {
@@ -143,40 +189,85 @@ func (e *engine) predict(j *job, p *wire.Push) {
 	for n := range rt.nodes {
 		var ns float64
 		for i, h := range j.task.Handles {
-			if j.modes[i]&R == 0 || h.validMask.Load()&(1<<n) != 0 {
-				continue
+			if valid := h.validMask.Load(); j.modes[i]&R != 0 && valid&(1<<n) == 0 {
+				ns += rt.fetchTime(h, valid, n)
 			}
-			src := 0
-			if n == 0 {
-				for k := range rt.nodes {
-					if h.validMask.Load()&(1<<k) != 0 {
-						src = k
-						break
-					}
-				}
-			}
-			t, _ := rt.bus.Predict(rt.nodes[src].name, rt.nodes[n].name, h.size)
-			if src != 0 && n != 0 {
-				t2, _ := rt.bus.Predict("RAM", rt.nodes[n].name, h.size)
-				t += t2
-			}
-			ns += t
 		}
 		p.Transfer = append(p.Transfer, int64(ns))
 	}
 	j.transfer = p.Transfer
 }
 
+// fetchTime is the bus model's time to bring h, valid on the nodes of
+// mask, to node n. Copies go through RAM (mem_coherency.go), so data valid
+// only on another device pays its copy up to RAM as well.
+func (rt *Runtime) fetchTime(h *Handle, mask uint64, n int) float64 {
+	var ns float64
+	if src := bits.TrailingZeros64(mask); mask&1 == 0 && src < len(rt.nodes) {
+		t, _ := rt.bus.Predict(rt.nodes[src].name, "RAM", h.transferBytes(src))
+		ns += t
+	}
+	if n != 0 {
+		t, _ := rt.bus.Predict("RAM", rt.nodes[n].name, h.transferBytes(n))
+		ns += t
+	}
+	return ns
+}
+
+// transferBytes is what a copy of h between RAM and device node dev moves:
+// the data as the device stores it (matrices and blocks packed, without
+// the gaps RAM may have), or a plugin interface's Size, the total of its
+// copy plan.
+func (h *Handle) transferBytes(dev int) uint64 {
+	if h.iface != nil {
+		return h.iface.desc.Size
+	}
+	return h.nodeLayout(dev).Len()
+}
+
+// implsPredicted lists in p, per architecture, the implementations of j's
+// codelet with their predicted lengths and kernels (-1 where j may not run
+// them), and flags p PushImpls.
+func (e *engine) implsPredicted(j *job, p *wire.Push, m *perfmodel.Model) {
+	rt := e.rt
+	n := 0
+	for a, key := range rt.models.archKeys {
+		if key != "" {
+			n += len(j.cl.impls[rt.models.archDrv[a]])
+		}
+	}
+	buf := make([]wire.Impl, 0, n)
+	for a, key := range rt.models.archKeys {
+		if key == "" {
+			continue
+		}
+		d := rt.models.archDrv[a]
+		mask, start := j.implMaskOf(d), len(buf)
+		for i, k := range j.cl.impls[d] {
+			im := wire.Impl{Length: -1, Kernel: -1}
+			if mask&(1<<i) != 0 {
+				im.Kernel = k
+				if ns, ok := m.PredictImpl(key, i, j.footprint, j.dataSize); ok {
+					im.Length = int64(ns)
+				}
+			}
+			buf = append(buf, im)
+		}
+		p.Impls[a] = buf[start:len(buf):len(buf)]
+	}
+	p.Flags |= wire.PushImpls
+}
+
 // notePrediction keeps, for Profiling, what the models predicted for j on
-// the worker that runs it: its length on w's architecture (the worker's
-// own model entry) and the transfer of its input to w's node, read when
-// it is dispatched, before its own duration is recorded. The transfer is 0
-// on a machine with RAM only, where nothing ever moves, and unknown (-1)
-// without a bus model.
+// the worker that runs it, before its own duration is recorded: its length
+// on w's architecture (the worker's own model entry, for the implementation
+// j runs), and the time to bring its input to w's node that predict gave
+// the scheduler when j was pushed. The transfer is 0 on a machine with RAM
+// only, where nothing ever moves, and unknown (-1) without a bus model.
 func (e *engine) notePrediction(j *job, w *workerState) {
 	j.predicted = -1
 	if m := j.cl.model; m != nil {
-		if ns, ok := m.Predict(w.archKey, j.footprint, j.dataSize); ok {
+		if ns, ok := m.PredictImpl(w.archKey, int(max(j.impl, 0)), j.footprint, j.dataSize); ok {
 			j.predicted = int64(ns)
 		}
 	}
@@ -190,7 +281,8 @@ func (e *engine) notePrediction(j *job, w *workerState) {
 	}
 }
 
-// record adds a completed task's duration to its codelet's model.
+// record adds a completed task's duration to its codelet's model, under
+// the implementation it ran.
 func (e *engine) record(j *job, w *workerState, ns int64) {
 	if j.cl == nil || j.cl.model == nil {
 		return
@@ -198,7 +290,7 @@ func (e *engine) record(j *job, w *workerState, ns int64) {
 	if j.dataSize == 0 && j.footprint == 0 {
 		j.footprint, j.dataSize = footprint(j.task)
 	}
-	j.cl.model.Record(w.archKey, j.footprint, j.dataSize, float64(ns))
+	j.cl.model.RecordImpl(w.archKey, int(max(j.impl, 0)), j.footprint, j.dataSize, float64(ns))
 }
 
 // saveModels writes the calibrated models back to the model directory.

@@ -91,6 +91,9 @@ func TestPushCarriesHints(t *testing.T) {
 	pol := &recordingPolicy{Policy: ws.New()}
 	cfg := testConfig(pluginDir)
 	cfg.ModelDir = t.TempDir()
+	// Chained tasks reach the host, not the policy's Push: this test
+	// reads what Push gets.
+	cfg.NoChain = true
 	rt := start(t, core.Options{Config: cfg, Scheduler: func(a *shm.Arena, log hclog.Logger) (sched.Scheduler, error) {
 		return sched.NewHost(a, pol, base.Info{Name: "ws", Version: "test"}), nil
 	}})

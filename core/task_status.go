@@ -85,10 +85,13 @@ type ProfilingInfo struct {
 	Worker         int
 	Implementation int
 	// Predicted is the performance model's prediction of its execution on
-	// the worker that ran it, read when it was dispatched there;
-	// PredictedTransfer the bus model's for bringing its input to that
-	// worker's memory node (0 on a machine with RAM only). Each is -1 when
-	// there was none.
+	// the worker that ran it (that worker's architecture, the
+	// implementation it ran), read when it was dispatched there, -1
+	// without a calibrated model. PredictedTransfer is the bus model's
+	// time to bring its input to that worker's memory node from where it
+	// was valid when the task was pushed to the scheduler (what the
+	// scheduler weighed): 0 on a machine with RAM only or when nothing had
+	// to move, -1 on a machine with devices but no bus model.
 	Predicted, PredictedTransfer time.Duration
 }
 
@@ -134,7 +137,7 @@ func (rt *Runtime) monoTime(ns int64) time.Time {
 }
 
 // note counts one execution on worker w.
-func (ci *codeletInfo) note(w int, ns int64, flops float64, posted bool) {
+func (ci *codeletInfo) note(w int, ns int64, flops float64, posted, chained bool) {
 	if w >= len(ci.stats) {
 		return
 	}
@@ -143,6 +146,9 @@ func (ci *codeletInfo) note(w int, ns int64, flops float64, posted bool) {
 	s.ns.Add(ns)
 	if posted {
 		s.posted.Add(1)
+	}
+	if chained {
+		s.chained.Add(1)
 	}
 	if flops != 0 {
 		for {
@@ -172,6 +178,10 @@ type WorkerStats struct {
 	// worker's scheduler ring, without the core's dispatch (RAM-only
 	// tasks of the global context on a driver that reads such a ring).
 	Posted int64
+	// Chained counts, among those, the tasks queued behind their only
+	// unfinished predecessor on this worker before they were ready
+	// (config chain_tasks; docs/design/hot-path.md, "Chains").
+	Chained int64
 }
 
 // Mean is the mean execution time.
@@ -220,7 +230,7 @@ func (rt *Runtime) CodeletStats(cl *Codelet) (CodeletStats, error) {
 	for w := range ci.stats {
 		st := &ci.stats[w]
 		s.Workers = append(s.Workers, WorkerStats{Worker: w, Arch: rt.workers[w].drv.fp.Arch, Tasks: st.n.Load(),
-			Total: time.Duration(st.ns.Load()), Flops: math.Float64frombits(st.flops.Load()), Posted: st.posted.Load()})
+			Total: time.Duration(st.ns.Load()), Flops: math.Float64frombits(st.flops.Load()), Posted: st.posted.Load(), Chained: st.chained.Load()})
 	}
 	return s, nil
 }

@@ -59,6 +59,9 @@ type tagGroup struct {
 	ntags     int
 	remaining int
 	complete  bool
+	// only is the group's tag when it has one: a chain of tags
+	// (task_chain.go) follows it to the predecessor.
+	only *tagState
 }
 
 func (rt *Runtime) tag(id TagID) *tagState {
@@ -94,7 +97,14 @@ func (rt *Runtime) DeclareTagDeps(id TagID, deps ...TagID) error {
 	}
 	owner := rt.tag(id)
 	g := &tagGroup{owner: owner, ntags: len(deps), remaining: len(deps)}
+	if len(deps) == 1 {
+		g.only = rt.tag(deps[0])
+	}
 	owner.mu.Lock()
+	if j := owner.gated; j != nil && j.chain.Load()&chainOn != 0 {
+		owner.mu.Unlock()
+		return fmt.Errorf("%w: tag %d: its task %q is already queued behind its predecessor; declare tag dependencies before submitting the task", ErrInvalidTask, id, j.name())
+	}
 	if j := owner.job; j != nil && owner.bound && owner.gated == nil {
 		if !j.hold() {
 			owner.mu.Unlock()

@@ -59,6 +59,10 @@ type tracer struct {
 	xfers map[uint64]xferInfo
 	links map[[2]int]*linkStat
 	round []trace.Rec
+	// asleep is, by worker, the sleep the completions of its copies and
+	// allocations reported since its last task's (first start, last
+	// end): it belongs to the gap before its next task.
+	asleep [][2]int64
 }
 
 // xferInfo is what a transfer's completion does not say.
@@ -215,8 +219,8 @@ func (rt *Runtime) traceNodes() []trace.Node {
 	return out
 }
 
-// submit records j's submission: its names, handles and modes (Submit,
-// after the checks).
+// submit records j's submission: its names, and its handles with their
+// modes, sizes and footprints (Submit, after the checks).
 func (tr *tracer) submit(rt *Runtime, j *job) {
 	if tr.stream == nil {
 		return
@@ -239,7 +243,7 @@ func (tr *tracer) submit(rt *Runtime, j *job) {
 	var acc [8]trace.Access
 	hs := acc[:0]
 	for i, h := range t.Handles {
-		a := trace.Access{Handle: h.id, Size: h.size}
+		a := trace.Access{Handle: h.id, Size: h.size, Footprint: h.footprint()}
 		if i < len(j.modes) {
 			a.Mode = uint8(j.modes[i] &^ Locality)
 		}
@@ -263,6 +267,15 @@ func (tr *tracer) ready(j *job, engine bool) {
 		tr.round = append(tr.round, trace.Rec{Kind: trace.RecReady, ID: j.id, Start: wire.Now()})
 	default:
 		tr.stream.Ready(j.id, wire.Now())
+	}
+}
+
+// readyAt records that chained job j's dependencies were met at ns (its
+// predecessor's end: it may have started before the core heard of it).
+// From any goroutine.
+func (tr *tracer) readyAt(j *job, ns int64) {
+	if tr.stream != nil {
+		tr.stream.Ready(j.id, ns)
 	}
 }
 
@@ -293,13 +306,19 @@ func (tr *tracer) flushRound() {
 	tr.round = tr.round[:0]
 }
 
-// traceTask records j's execution on worker from start to end (wire clock
-// nanoseconds); engine goroutine.
-func (rt *Runtime) traceTask(worker int, j *job, start, end int64, failed bool) {
+// traceTask records j's execution on worker from start to end, and the
+// worker's sleep on its doorbell since its previous completion, from
+// sleep0 to sleep1 (0, 0: none; wire clock nanoseconds); engine
+// goroutine.
+func (rt *Runtime) traceTask(worker int, j *job, start, end, sleep0, sleep1 int64, failed bool) {
 	tr := rt.trace
 	if tr.stream != nil {
+		if worker < len(tr.asleep) && tr.asleep[worker][1] != 0 {
+			sleep0, sleep1 = mergeSleep(tr.asleep[worker], sleep0, sleep1)
+			tr.asleep[worker] = [2]int64{}
+		}
 		tr.round = append(tr.round, trace.Rec{Kind: trace.RecRun, ID: j.id, Worker: int32(worker), Start: start, End: end, Footprint: j.footprint, Failed: failed,
-			Posted: j.posted, Predicted: j.predicted, PredictedTransfer: j.predictedTransfer})
+			Posted: j.posted, Predicted: j.predicted, PredictedTransfer: j.predictedTransfer, SleepStart: sleep0, SleepEnd: sleep1})
 	}
 	if tr.mem == nil {
 		return
@@ -309,6 +328,31 @@ func (rt *Runtime) traceTask(worker int, j *job, start, end int64, failed bool) 
 		e.Iter, e.NIter = x.iter, x.niter
 	}
 	tr.mem.Add(e)
+}
+
+// slept keeps the sleep a worker reported on the completion of a copy or
+// an allocation (from s to e, 0 none) for its next task's record: the
+// trace has states per worker between tasks only; engine goroutine.
+func (tr *tracer) slept(worker int, s, e int64) {
+	if e == 0 || tr.stream == nil || worker < 0 {
+		return
+	}
+	if worker >= len(tr.asleep) {
+		tr.asleep = append(tr.asleep, make([][2]int64, worker+1-len(tr.asleep))...)
+	}
+	tr.asleep[worker][0], tr.asleep[worker][1] = mergeSleep(tr.asleep[worker], s, e)
+}
+
+// mergeSleep joins the sleep from s to e (0, 0: none) to kept's: the
+// first start to the last end.
+func mergeSleep(kept [2]int64, s, e int64) (int64, int64) {
+	switch {
+	case kept[1] == 0:
+		return s, e
+	case e == 0:
+		return kept[0], kept[1]
+	}
+	return min(kept[0], s), max(kept[1], e)
 }
 
 // xferPosted notes a copy of h from node src to dst posted as transfer

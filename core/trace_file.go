@@ -117,6 +117,19 @@ func (f *TraceFile) WritePaje(w io.Writer) error { return f.t.WritePaje(w, f.sum
 // WriteTasksRec writes the tasks in StarPU's tasks.rec format.
 func (f *TraceFile) WriteTasksRec(w io.Writer) error { return f.t.WriteTasksRec(w) }
 
+// ConvertTraceToPerfetto reads a trace from src and writes it to dst in
+// Perfetto's protobuf format, what a .pftrace trace file holds after
+// Shutdown. A native trace streams: memory holds the tasks submitted and
+// not yet run, the workers' and handles' state and a fixed window of
+// slices, whatever the run's length; one cut short (a crashed run)
+// converts up to its last whole record. A JSON document is read whole.
+func ConvertTraceToPerfetto(dst io.Writer, src io.Reader) error {
+	if err := trace.ConvertPerfetto(dst, src); err != nil {
+		return fmt.Errorf("convert trace: %w", err)
+	}
+	return nil
+}
+
 // ConvertTraceToJSON reads a native trace from src and writes it to dst as
 // Chrome/Perfetto trace-event JSON, the document a .json trace file holds
 // after Shutdown. It streams: its memory holds the tasks submitted and not

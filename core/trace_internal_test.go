@@ -32,7 +32,7 @@ func BenchmarkTraceHooks(b *testing.B) {
 		rt.trace.submit(rt, j)
 		rt.trace.edge(prev, j, true)
 		rt.trace.ready(j, true)
-		rt.traceTask(1, j, int64(i), int64(i)+10, false)
+		rt.traceTask(1, j, int64(i), int64(i)+10, 0, 0, false)
 		rt.trace.flushRound()
 	}
 	b.StopTimer()

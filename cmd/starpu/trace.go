@@ -26,9 +26,9 @@ func traceCmd(args []string, out io.Writer) error {
 		fmt.Fprint(out, usage)
 		return nil
 	case "summary":
-		c = newCmd("trace summary", "[flags] FILE", "Print where the time of a traced run went: per worker its executing and idle time,\nper codelet its tasks and times, the critical path against the makespan, the\nparallel efficiency, and the transfers per bus link.")
+		c = newCmd("trace summary", "[flags] FILE", "Print where the time of a traced run went: per worker its executing time and\nits states between tasks (fetching, scheduling, sleeping, idle), per codelet\nits tasks and times, the critical path against the makespan, the parallel\nefficiency, and the transfers per bus link.")
 	case "view":
-		c = newCmd("trace view", "[flags] FILE", "Draw a traced run as a Gantt chart: one row per worker and bus link, tasks\ncoloured by codelet, idle gaps, the critical path in red. An .svg output is\nthe chart alone; .html adds zoom and the summary. Neither needs a network.")
+		c = newCmd("trace view", "[flags] FILE", "Draw a traced run as a Gantt chart: one row per worker and bus link, tasks\ncoloured by codelet (their handles and footprints on hover), the workers'\nstates between tasks, the critical path in red. An .svg output is\nthe chart alone; .html adds zoom and the summary. Neither needs a network.")
 		def = "FILE.html"
 	case "dot":
 		c = newCmd("trace dot", "[flags] FILE", "Write the task graph of a traced run in Graphviz's dot language (StarPU's\ndag.dot), the critical path in red.")
@@ -76,8 +76,11 @@ func traceCmd(args []string, out io.Writer) error {
 	if filepath.Clean(dst) == filepath.Clean(in) {
 		return usagef("%s: %s would overwrite its input: name another with -o", c.name, in)
 	}
-	if args[0] == "json" {
-		return traceJSON(in, dst, out)
+	switch args[0] {
+	case "json":
+		return traceConvert("json", in, dst, out, core.ConvertTraceToJSON)
+	case "perfetto":
+		return traceConvert("perfetto", in, dst, out, core.ConvertTraceToPerfetto)
 	}
 	tf, err := core.ReadTraceFile(in)
 	if err != nil {
@@ -103,8 +106,6 @@ func traceCmd(args []string, out io.Writer) error {
 		}
 	case "dot":
 		write = tf.WriteDot
-	case "perfetto":
-		write = tf.WritePerfetto
 	case "paje":
 		write = tf.WritePaje
 	default:
@@ -121,21 +122,22 @@ func traceCmd(args []string, out io.Writer) error {
 	return nil
 }
 
-// traceJSON converts the native trace in to JSON in dst.
-func traceJSON(in, dst string, out io.Writer) error {
+// traceConvert converts the trace in to dst with convert, which streams
+// (the json and perfetto subcommands).
+func traceConvert(sub, in, dst string, out io.Writer, convert func(io.Writer, io.Reader) error) error {
 	f, err := os.Open(in)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	write := func(w io.Writer) error { return core.ConvertTraceToJSON(w, f) }
+	write := func(w io.Writer) error { return convert(w, f) }
 	if dst == "-" {
 		return write(out)
 	}
 	if err := writeFile(dst, write); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "trace json: wrote %s\n", dst)
+	fmt.Fprintf(out, "trace %s: wrote %s\n", sub, dst)
 	return nil
 }
 

@@ -24,15 +24,15 @@ func TestTraceCommands(t *testing.T) {
 		stdout string   // what stdout holds
 	}{
 		{args: []string{"summary", file}, holds: []string{"native format, complete", "tasks: 20, ran on workers: 20", "critical path:", "parallel efficiency:", "potrf_f32", "gemm_f32",
-			"fetching", "scheduling", "idle", "plugin start at", "driver-cpu (pid "}},
+			"fetching", "scheduling", "sleeping", "idle", "plugin start at", "driver-cpu (pid "}},
 		{args: []string{"view", file, "-o", filepath.Join(dir, "g.svg")}, out: "g.svg", holds: []string{"<svg", "potrf_f32", "critical path"}, stdout: "wrote " + filepath.Join(dir, "g.svg")},
 		{args: []string{"view", "-o", filepath.Join(dir, "g.html"), file}, out: "g.html", holds: []string{"<!DOCTYPE html>", "<svg", "<pre>", "<script>"}},
 		{args: []string{"view", file}, out: "run.html", holds: []string{"<svg"}}, // beside the trace by default
 		{args: []string{"dot", file, "-o", filepath.Join(dir, "dag.dot")}, out: "dag.dot", holds: []string{"digraph G {", `label="trsm_f32"`, "->"}},
-		{args: []string{"rec", file, "-o", "-"}, holds: []string{"Name: syrk_f32\n", "DependsOn: ", "Modes: R RW\n", "MPIRank: 0\n\n"}},
+		{args: []string{"rec", file, "-o", "-"}, holds: []string{"Name: syrk_f32\n", "DependsOn: ", "Modes: R RW\n", "\nFootprints: ", "MPIRank: 0\n\n"}},
 		{args: []string{"json", file}, out: "run.json", holds: []string{`{"traceEvents":[`, `"name":"potrf_f32","cat":"task","ph":"X"`, `"complete":true`}, stdout: "wrote " + filepath.Join(dir, "run.json")},
 		{args: []string{"perfetto", file}, out: "run.pftrace", holds: []string{"starpu workers", "potrf_f32", "scheduling"}, stdout: "wrote " + filepath.Join(dir, "run.pftrace")},
-		{args: []string{"paje", file, "-o", filepath.Join(dir, "paje.trace")}, out: "paje.trace", holds: []string{"%EventDef\tPajeDefineContainerType\t1\n", "\"potrf_f32\"", "\tS\tcl0\n", "\tS\tSc\n"}},
+		{args: []string{"paje", file, "-o", filepath.Join(dir, "paje.trace")}, out: "paje.trace", holds: []string{"%EventDef\tPajeDefineContainerType\t1\n", "\"potrf_f32\"", "\tS\tcl0\n", "\tS\tSc\n", "\tSl\tS\tSleeping\t"}},
 	} {
 		t.Run(strings.Join(c.args[:1], " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -133,7 +133,13 @@ type Config struct {
 	// Init.
 	WatchdogTimeout time.Duration
 	WatchdogCrash   bool
-	WatchdogDelay   time.Duration
+	// NoChain turns off task chaining (config chain_tasks = false,
+	// STARPU_CHAIN_TASKS=0): a task whose only unfinished predecessor is
+	// queued on a worker is then scheduled once it is ready, like any
+	// other, instead of being queued behind that predecessor at once
+	// (docs/design/hot-path.md, "Chains").
+	NoChain       bool
+	WatchdogDelay time.Duration
 	// ModelDir is where performance models and the bus model are stored;
 	// empty means $STARPU_PERF_MODEL_DIR, $STARPU_HOME/.starpu/sampling or
 	// $HOME/.starpu/sampling.

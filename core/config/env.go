@@ -37,7 +37,9 @@ const (
 	// StarPU's watchdog: timeout and delay in microseconds, crash 0 or 1.
 	EnvWatchdogTimeout = "STARPU_WATCHDOG_TIMEOUT"
 	EnvWatchdogCrash   = "STARPU_WATCHDOG_CRASH"
-	EnvWatchdogDelay   = "STARPU_WATCHDOG_DELAY"
+	// EnvChainTasks: 0 turns task chaining off, 1 on (the default).
+	EnvChainTasks    = "STARPU_CHAIN_TASKS"
+	EnvWatchdogDelay = "STARPU_WATCHDOG_DELAY"
 	// EnvDashboard: the live dashboard's address, host:port.
 	EnvDashboard = "STARPU_DASHBOARD"
 )
@@ -130,6 +132,11 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	integer(EnvWatchdogCrash, &crash, 0, 1, "0 or 1")
 	if crash >= 0 {
 		n.WatchdogCrash = crash == 1
+	}
+	chain := -1
+	integer(EnvChainTasks, &chain, 0, 1, "0 or 1")
+	if chain >= 0 {
+		n.NoChain = chain == 0
 	}
 	if v, ok := lookup(EnvArenaSize); ok {
 		if sz, err := ParseSize(v); err != nil {

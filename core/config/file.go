@@ -37,6 +37,7 @@ var fileSchema = &hcl.BodySchema{
 		{Name: "plugin_restarts"},
 		{Name: "watchdog_timeout"},
 		{Name: "watchdog_crash"},
+		{Name: "chain_tasks"},
 		{Name: "watchdog_delay"},
 		{Name: "dashboard"},
 	},
@@ -269,6 +270,14 @@ func (c *Config) decode(src []byte, filename, baseDir string) hcl.Diagnostics {
 					d = badType(attr, val, "true or false")
 				} else {
 					c.WatchdogCrash = val.True()
+				}
+			}
+		case "chain_tasks":
+			if d = known(attr, val); d == nil {
+				if val.Type() != cty.Bool {
+					d = badType(attr, val, "true or false")
+				} else {
+					c.NoChain = !val.True()
 				}
 			}
 		}

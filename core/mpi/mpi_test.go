@@ -47,6 +47,7 @@ func TestMain(m *testing.M) {
 		"early":        rankEarly,
 		"bench":        rankBench,
 		"redux":        rankRedux,
+		"csr":          rankCSR,
 	})
 	os.Exit(m.Run())
 }
@@ -191,6 +192,9 @@ func startN(opt mpi.Options, ncpu int) (*node, error) {
 	cfg.NCPU = ncpu
 	cfg.ArenaSize = 128 << 20
 	cfg.ModelDir = dir
+	// Ranks that register data of interface plugins are told where to
+	// find them (TestRanksCSR).
+	cfg.PluginDir = os.Getenv(config.EnvPluginDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rt, err := core.Init(ctx, core.Options{

@@ -18,12 +18,13 @@ import (
 //
 //	{
 //	  "format": "starpu-go perfmodel",
-//	  "version": 1,
+//	  "version": 1 | 2,
 //	  "symbol": "gemm_f32",
 //	  "kind": "history" | "regression" | "nl-regression",
 //	  "hostname": "node1",
 //	  "archs": [{
 //	    "arch": "cpu",
+//	    "impl": 1,
 //	    "entries": [{"footprint": "0x1a2b3c4d", "size": 262144,
 //	                 "mean_ns": 512000, "dev_ns": 3100, "samples": 12}],
 //	    "regression": {"samples": 40, "sum_ln_x": ..., "sum_ln_x2": ...,
@@ -34,10 +35,19 @@ import (
 //	}
 //
 // The sums are the state; a, b, c and calibrated are written for readers and
-// recomputed on load.
+// recomputed on load. An element of archs is one implementation on one
+// architecture key, as StarPU keys its models per architecture and
+// implementation; "impl" is left out for implementation 0, so a model of a
+// codelet with one implementation is written as before implementations
+// were recorded, as version 1, which older builds read. A file with other
+// implementations is version 2: an older build refuses it by its version
+// rather than by a key that appears twice.
 const (
-	modelFormat  = "starpu-go perfmodel"
-	modelVersion = 1
+	modelFormat = "starpu-go perfmodel"
+	// modelVersion is the newest version written and read;
+	// implVersion the first with implementations other than 0.
+	modelVersion = 2
+	implVersion  = 2
 )
 
 type fileModel struct {
@@ -51,6 +61,7 @@ type fileModel struct {
 
 type fileArch struct {
 	Arch       string      `json:"arch"`
+	Impl       int         `json:"impl,omitempty"`
 	Entries    []fileEntry `json:"entries"`
 	Regression fileReg     `json:"regression"`
 }
@@ -154,8 +165,8 @@ func decodeModel(b []byte, symbol string) (*Model, error) {
 	if f.Format != modelFormat {
 		return nil, fmt.Errorf("field format: %q, want %q", f.Format, modelFormat)
 	}
-	if f.Version != modelVersion {
-		return nil, fmt.Errorf("field version: %d not supported (this build reads version %d)", f.Version, modelVersion)
+	if f.Version < 1 || f.Version > modelVersion {
+		return nil, fmt.Errorf("field version: %d not supported (this build reads versions 1 to %d)", f.Version, modelVersion)
 	}
 	if f.Symbol != symbol {
 		return nil, fmt.Errorf("field symbol: %q, but the file name says %q", f.Symbol, symbol)
@@ -165,14 +176,18 @@ func decodeModel(b []byte, symbol string) (*Model, error) {
 		return nil, fmt.Errorf("field kind: %w", err)
 	}
 	m := newModel(symbol, kind)
-	archs := map[string]*archModel{}
+	archs := archTable{}
 	for i, fa := range f.Archs {
 		at := fmt.Sprintf("archs[%d]", i)
 		if fa.Arch == "" {
 			return nil, fmt.Errorf("field %s.arch: empty", at)
 		}
-		if archs[fa.Arch] != nil {
-			return nil, fmt.Errorf("field %s.arch: %q appears twice", at, fa.Arch)
+		if fa.Impl < 0 || fa.Impl > MaxImpl || fa.Impl > 0 && f.Version < implVersion {
+			return nil, fmt.Errorf("field %s.impl: %d in a version %d file (implementations 1 to %d need version %d)", at, fa.Impl, f.Version, MaxImpl, implVersion)
+		}
+		key := modelKey{fa.Arch, fa.Impl}
+		if archs.get(key.arch, key.impl) != nil {
+			return nil, fmt.Errorf("field %s: architecture %q implementation %d appears twice", at, fa.Arch, fa.Impl)
 		}
 		a := &archModel{}
 		fps := map[uint32]*entry{}
@@ -221,7 +236,7 @@ func decodeModel(b []byte, symbol string) (*Model, error) {
 			a.refitNL()
 		}
 		a.publish(kind)
-		archs[fa.Arch] = a
+		archs = archs.with(key, a)
 	}
 	m.archs.Store(&archs)
 	return m, nil
@@ -282,20 +297,18 @@ func (m *Model) save(dir, host string) error {
 
 func (m *Model) encodeLocked(host string) fileModel {
 	kind := m.Kind()
-	f := fileModel{Format: modelFormat, Version: modelVersion, Symbol: m.symbol, Kind: kind.String(), Hostname: host, Archs: []fileArch{}}
+	f := fileModel{Format: modelFormat, Version: 1, Symbol: m.symbol, Kind: kind.String(), Hostname: host, Archs: []fileArch{}}
 	archs := *m.archs.Load()
-	names := make([]string, 0, len(archs))
-	for n := range archs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		a := archs[n]
+	for _, k := range archs.keys() {
+		a := archs.get(k.arch, k.impl)
+		if k.impl != 0 {
+			f.Version = implVersion
+		}
 		if kind == NonLinearRegression {
 			a.refitNL() // the parameters on disk reflect every sample
 			a.publish(kind)
 		}
-		fa := fileArch{Arch: n, Entries: []fileEntry{}}
+		fa := fileArch{Arch: k.arch, Impl: k.impl, Entries: []fileEntry{}}
 		for _, e := range *a.fps.Load() {
 			fa.Entries = append(fa.Entries, fileEntry{Footprint: fmt.Sprintf("0x%08x", e.footprint), Size: e.size,
 				MeanNs: e.mean, DevNs: e.dev(), Samples: e.n})

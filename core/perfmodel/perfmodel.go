@@ -1,6 +1,6 @@
 // Package perfmodel keeps the runtime's performance models, as StarPU's
-// perfmodel layer does: per codelet symbol and per architecture, the
-// measured durations of tasks keyed by their data footprint (history-based
+// perfmodel layer does: per codelet symbol, per architecture and per
+// implementation of the codelet there, the measured durations of tasks keyed by their data footprint (history-based
 // models), power-law fits of duration against data size (regression-based
 // models), and the bus model (latency and bandwidth between memory nodes).
 //
@@ -221,20 +221,78 @@ func (db *DB) Save() error {
 }
 
 // Model is the performance model of one codelet symbol: per architecture
-// key, the history entries and the regression state.
+// key and implementation, the history entries and the regression state.
 type Model struct {
 	symbol    string
 	host      string
 	calibrate int
 	kind      atomic.Int32
-	archs     atomic.Pointer[map[string]*archModel] // copy-on-write, under mu
+	archs     atomic.Pointer[archTable] // copy-on-write, under mu
 
 	mu    sync.Mutex // serialises writers
 	gen   uint64     // bumped by every change; saved is the gen on disk
 	saved uint64
 }
 
-// archModel is a model's state for one architecture key.
+// modelKey names what one archModel measures: an implementation of the
+// codelet (its index among the codelet's implementations for the
+// architecture) on an architecture key. Implementation 0 is what a codelet
+// with one implementation runs.
+type modelKey struct {
+	arch string
+	impl int
+}
+
+// MaxImpl is the largest implementation number a model keeps: StarPU's
+// codelets have at most STARPU_MAXIMPLEMENTATIONS (8) per architecture,
+// the runtime's as many; the bound only keeps a corrupt file or a wrong
+// caller from growing a table without end.
+const MaxImpl = 255
+
+// archTable is a model's state by architecture key, then by implementation
+// (nil where an implementation has no state). Published tables are never
+// changed: writers copy them. A map by string, then a slice, rather than
+// a map by modelKey: Go's maps look strings up on a fast path that a
+// struct key does not take (Predict took 41 ns instead of 17).
+type archTable map[string][]*archModel
+
+// get is the state of implementation impl on arch, or nil.
+func (t archTable) get(arch string, impl int) *archModel {
+	ms := t[arch]
+	if uint(impl) >= uint(len(ms)) {
+		return nil
+	}
+	return ms[impl]
+}
+
+// keys lists the (arch, impl) pairs that have state, by arch then impl.
+func (t archTable) keys() []modelKey {
+	var out []modelKey
+	for arch, ms := range t {
+		for impl, a := range ms {
+			if a != nil {
+				out = append(out, modelKey{arch, impl})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return keyLess(out[i], out[j]) })
+	return out
+}
+
+// with returns a copy of t with a as the state of key.
+func (t archTable) with(key modelKey, a *archModel) archTable {
+	next := make(archTable, len(t)+1)
+	for k, v := range t {
+		next[k] = v
+	}
+	ms := make([]*archModel, max(len(t[key.arch]), key.impl+1))
+	copy(ms, t[key.arch])
+	ms[key.impl] = a
+	next[key.arch] = ms
+	return next
+}
+
+// archModel is a model's state for one architecture key and implementation.
 type archModel struct {
 	fps atomic.Pointer[map[uint32]*entry] // copy-on-write, under Model.mu
 	fit publishedFit                      // what regression kinds predict with
@@ -262,7 +320,7 @@ var nanBits = math.Float64bits(math.NaN())
 func newModel(symbol string, kind Kind) *Model {
 	m := &Model{symbol: symbol}
 	m.kind.Store(int32(kind))
-	empty := map[string]*archModel{}
+	empty := archTable{}
 	m.archs.Store(&empty)
 	return m
 }
@@ -280,7 +338,9 @@ func (m *Model) setKind(k Kind) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.kind.Store(int32(k))
-	for _, a := range *m.archs.Load() {
+	archs := *m.archs.Load()
+	for _, key := range archs.keys() {
+		a := archs.get(key.arch, key.impl)
 		if k == NonLinearRegression {
 			a.refitNL()
 		}
@@ -289,19 +349,26 @@ func (m *Model) setKind(k Kind) {
 	m.gen++
 }
 
-// Predict returns the predicted duration in ns of a task of the model's
-// codelet on architecture arch, whose data have the given footprint and
-// total size in bytes. ok is false when the model is not calibrated there:
-// for History, the (arch, footprint) entry has fewer than MinSamples
-// samples; for the regressions, the architecture has fewer than MinSamples
-// samples or a single size, or size is 0. A nil model predicts nothing.
-// Predict is safe from any number of goroutines, takes no lock and does not
-// allocate.
+// Predict is PredictImpl for implementation 0, the one a codelet with a
+// single implementation has.
 func (m *Model) Predict(arch string, footprint uint32, size uint64) (ns float64, ok bool) {
+	return m.PredictImpl(arch, 0, footprint, size)
+}
+
+// PredictImpl returns the predicted duration in ns of a task of the
+// model's codelet run with implementation impl on architecture arch, whose
+// data have the given footprint and total size in bytes. ok is false when
+// the model is not calibrated there: for History, the (arch, impl,
+// footprint) entry has fewer than MinSamples samples; for the regressions,
+// the architecture and implementation have fewer than MinSamples samples
+// or a single size, or size is 0. A nil model predicts nothing. PredictImpl
+// is safe from any number of goroutines, takes no lock and does not
+// allocate.
+func (m *Model) PredictImpl(arch string, impl int, footprint uint32, size uint64) (ns float64, ok bool) {
 	if m == nil {
 		return 0, false
 	}
-	a := (*m.archs.Load())[arch]
+	a := (*m.archs.Load()).get(arch, impl)
 	if a == nil {
 		return 0, false
 	}
@@ -326,21 +393,27 @@ func (m *Model) Predict(arch string, footprint uint32, size uint64) (ns float64,
 	return math.Exp(lnA+b*math.Log(float64(size))) + c, true
 }
 
-// Record adds the measured duration ns of a task on architecture arch, with
-// the data footprint and size Predict takes. With STARPU_CALIBRATE=0 a sample
-// is only kept while its (arch, footprint) entry has fewer than MinSamples
+// Record is RecordImpl for implementation 0.
+func (m *Model) Record(arch string, footprint uint32, size uint64, ns float64) {
+	m.RecordImpl(arch, 0, footprint, size, ns)
+}
+
+// RecordImpl adds the measured duration ns of a task run with
+// implementation impl (>= 0) on architecture arch, with the data footprint
+// and size PredictImpl takes. With STARPU_CALIBRATE=0 a sample is only
+// kept while its (arch, impl, footprint) entry has fewer than MinSamples
 // samples. No sample is treated as an outlier: every kept sample moves the
 // mean, the deviation and the regression sums. Durations that are negative,
 // NaN or infinite are not measurements and are dropped; a zero duration or
 // size enters the history but not the regressions (whose logarithm it has
-// none of). A nil model records nothing.
-func (m *Model) Record(arch string, footprint uint32, size uint64, ns float64) {
-	if m == nil || math.IsNaN(ns) || math.IsInf(ns, 0) || ns < 0 {
+// none of). A nil model, or an impl outside [0, MaxImpl], records nothing.
+func (m *Model) RecordImpl(arch string, impl int, footprint uint32, size uint64, ns float64) {
+	if m == nil || impl < 0 || impl > MaxImpl || math.IsNaN(ns) || math.IsInf(ns, 0) || ns < 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	a := m.archLocked(arch)
+	a := m.archLocked(modelKey{arch, impl})
 	e, fresh := a.entryLocked(footprint, size)
 	if m.calibrate == 0 && e.n >= MinSamples {
 		return
@@ -360,19 +433,15 @@ func (m *Model) Record(arch string, footprint uint32, size uint64, ns float64) {
 	m.gen++
 }
 
-func (m *Model) archLocked(arch string) *archModel {
+func (m *Model) archLocked(key modelKey) *archModel {
 	archs := *m.archs.Load()
-	if a := archs[arch]; a != nil {
+	if a := archs.get(key.arch, key.impl); a != nil {
 		return a
 	}
 	a := &archModel{}
 	fps := map[uint32]*entry{}
 	a.fps.Store(&fps)
-	next := make(map[string]*archModel, len(archs)+1)
-	for k, v := range archs {
-		next[k] = v
-	}
-	next[arch] = a
+	next := archs.with(key, a)
 	m.archs.Store(&next)
 	return a
 }
@@ -504,23 +573,30 @@ type Fit struct {
 // Eval returns the fit's duration in ns at size bytes.
 func (f Fit) Eval(size float64) float64 { return f.A*math.Pow(size, f.B) + f.C }
 
-// ArchInfo is what a model holds for one architecture key, for display.
+// ArchInfo is what a model holds for one architecture key and
+// implementation, for display.
 type ArchInfo struct {
-	Arch    string
+	Arch string
+	// Impl is the implementation's index among the codelet's
+	// implementations for the architecture (0 for a codelet with one).
+	Impl    int
 	Entries []Entry // by size, then footprint
 	// Fit is the regression the model predicts with: nil for History.
 	Fit *Fit
 }
 
-// Archs returns a copy of the model's state per architecture, by key.
+// Archs returns a copy of the model's state per architecture and
+// implementation, by key then implementation.
 func (m *Model) Archs() []ArchInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	kind := m.Kind()
 	archs := *m.archs.Load()
-	out := make([]ArchInfo, 0, len(archs))
-	for name, a := range archs {
-		ai := ArchInfo{Arch: name}
+	keys := archs.keys()
+	out := make([]ArchInfo, 0, len(keys))
+	for _, key := range keys {
+		a := archs.get(key.arch, key.impl)
+		ai := ArchInfo{Arch: key.arch, Impl: key.impl}
 		for _, e := range *a.fps.Load() {
 			ai.Entries = append(ai.Entries, Entry{Footprint: e.footprint, Size: e.size, Mean: e.mean, Dev: e.dev(), Samples: e.n})
 		}
@@ -541,8 +617,16 @@ func (m *Model) Archs() []ArchInfo {
 		}
 		out = append(out, ai)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Arch < out[j].Arch })
 	return out
+}
+
+// keyLess orders keys by architecture, then implementation: the order of
+// Archs and of the files.
+func keyLess(x, y modelKey) bool {
+	if x.arch != y.arch {
+		return x.arch < y.arch
+	}
+	return x.impl < y.impl
 }
 
 // validSymbol checks that a symbol can name a file.

@@ -438,6 +438,11 @@ func TestCorruptFile(t *testing.T) {
 		{"samples", strings.Replace(valid, entry, strings.Replace(entry, `"samples": 3`, `"samples": 0`, 1), 1), []string{"field archs[0].entries[0].samples"}},
 		{"mean", strings.Replace(valid, entry, strings.Replace(entry, `"mean_ns": 10`, `"mean_ns": -10`, 1), 1), []string{"field archs[0].entries[0].mean_ns"}},
 		{"duplicate", strings.Replace(valid, entry, entry+","+entry, 1), []string{"field archs[0].entries[1].footprint", "twice"}},
+		{"version 2", strings.Replace(strings.Replace(valid, `"version": 1`, `"version": 2`, 1), `"arch": "cpu",`, `"arch": "cpu", "impl": 3,`, 1), nil},
+		{"impl in version 1", strings.Replace(valid, `"arch": "cpu",`, `"arch": "cpu", "impl": 1,`, 1), []string{"field archs[0].impl", "need version 2"}},
+		{"negative impl", strings.Replace(strings.Replace(valid, `"version": 1`, `"version": 2`, 1), `"arch": "cpu",`, `"arch": "cpu", "impl": -1,`, 1), []string{"field archs[0].impl"}},
+		{"duplicate impl", strings.Replace(strings.Replace(valid, `"version": 1`, `"version": 2`, 1), `"archs": [`,
+			`"archs": [{"arch": "cpu", "impl": 0, "entries": [], "regression": {}}, `, 1), []string{"field archs[1]", `"cpu" implementation 0 appears twice`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -545,6 +550,76 @@ func TestPredictDoesNotAllocate(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { m.Predict(arch, 100, 100) }); n != 0 {
 			t.Errorf("%v: Predict allocates %v times", k, n)
 		}
+		if n := testing.AllocsPerRun(100, func() { m.PredictImpl(arch, 1, 100, 100) }); n != 0 {
+			t.Errorf("%v: PredictImpl allocates %v times", k, n)
+		}
+	}
+}
+
+// Each implementation of a codelet has its own entries: samples of one do
+// not move another's prediction, and both survive a save and a load. A
+// model with implementation 0 only is written as version 1, without the
+// "impl" key, as before implementations were recorded; with others it is
+// version 2.
+func TestImplementationsKeptApart(t *testing.T) {
+	dir := t.TempDir()
+	db := open(t, dir, 1)
+	m := db.Model("two", History)
+	for range MinSamples {
+		m.Record("cpu", 7, 64, 1000)
+	}
+	if err := db.Save(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "codelets", "two."+testHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"version": 1,`) || strings.Contains(string(raw), `"impl"`) {
+		t.Fatalf("a model of implementation 0 only is not written as version 1 was:\n%s", raw)
+	}
+	for range MinSamples {
+		m.RecordImpl("cpu", 2, 7, 64, 50)
+	}
+	for range MinSamples { // not implementations: dropped
+		m.RecordImpl("cpu", -1, 7, 64, 1)
+		m.RecordImpl("cpu", MaxImpl+1, 7, 64, 1)
+	}
+	for _, c := range []struct {
+		impl int
+		want float64
+		ok   bool
+	}{{0, 1000, true}, {1, 0, false}, {2, 50, true}, {-1, 0, false}, {MaxImpl + 1, 0, false}} {
+		if ns, ok := m.PredictImpl("cpu", c.impl, 7, 64); ok != c.ok || ns != c.want {
+			t.Errorf("implementation %d: predicted %v, %v; want %v, %v", c.impl, ns, ok, c.want, c.ok)
+		}
+	}
+	if ns, _ := m.Predict("cpu", 7, 64); ns != 1000 {
+		t.Errorf("Predict = %v, want implementation 0's 1000", ns)
+	}
+	if err := db.Save(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err = os.ReadFile(filepath.Join(dir, "codelets", "two."+testHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"version": 2,`) || !strings.Contains(string(raw), `"impl": 2,`) {
+		t.Fatalf("a model with implementation 2 is not version 2 with its impl:\n%s", raw)
+	}
+	back, err := Load(dir, "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns, ok := back.PredictImpl("cpu", 2, 7, 64); !ok || ns != 50 {
+		t.Errorf("reloaded implementation 2: %v, %v", ns, ok)
+	}
+	if ns, ok := back.PredictImpl("cpu", 0, 7, 64); !ok || ns != 1000 {
+		t.Errorf("reloaded implementation 0: %v, %v", ns, ok)
+	}
+	archs := back.Archs()
+	if len(archs) != 2 || archs[0].Impl != 0 || archs[1].Impl != 2 || archs[1].Entries[0].Mean != 50 {
+		t.Errorf("Archs = %+v, want cpu implementations 0 and 2 in order", archs)
 	}
 }
 

@@ -24,8 +24,10 @@ const (
 
 // APIVersion is the version of the plugin contracts this build speaks. It is
 // go-plugin's protocol version: a plugin and the core agree on the highest
-// version both support.
-const APIVersion = 1
+// version both support. 2: completions carry the worker's sleep and a
+// Skipped flag, Execs and Pushes may be chained (wire.ExecAfter), Pushes
+// may carry per-implementation predictions.
+const APIVersion = 2
 
 // Info identifies a plugin: what kind it is, its name, its own version and the
 // contract versions it supports.

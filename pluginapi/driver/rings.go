@@ -20,6 +20,9 @@ package driver
 //   - A worker that goes idle says so on the core's bell (Idle), so that
 //     the other workers ring for each completion: one of them may release
 //     its next task.
+//   - A completion says when the worker slept on its bell since the
+//     previous one (Idle notes it, Post writes it), so that traces show
+//     the worker's sleeping state without a message per wake-up.
 //
 // Rejected: a whole worker loop with a callback per message. The CPU
 // driver runs each task to its end on the worker's thread, while the
@@ -53,6 +56,9 @@ type Rings struct {
 	spin   int
 	rungAt uint64 // released() when CoreBell last rang for Completed
 	posted bool   // a completion was posted since CoreBell last rang
+	// sleptFrom and sleptTo bound the sleeps since the last completion
+	// posted: the first's start, the last's end; 0 when none.
+	sleptFrom, sleptTo int64
 }
 
 // OpenRings opens the rings and bells spec names in arena a, checking that
@@ -101,12 +107,34 @@ func (r *Rings) HasWork() bool {
 // ready came true. While the worker has no message waiting it counts
 // itself urgent on the core's bell: the other workers then ring for each
 // completion rather than in batches, since one may release its next task.
+// When it slept on the futex (it polled ready spin times in vain), the
+// next completion posted says so (wire.Completion.SleepStartNs).
 func (r *Rings) Idle(ready func() bool, timeout time.Duration) bool {
 	idle := !r.HasWork()
 	if idle {
 		r.CoreBell.AddUrgent(1)
 	}
-	ok := r.Bell.Wait(ready, r.spin, timeout)
+	// Bell.Wait polls ready spin times, then checks it once more before
+	// each sleep on the futex: the first check past the polls that finds
+	// nothing is the start of the sleep. Counting costs the polls an
+	// increment; the clock is read only around a sleep.
+	polls := 0
+	var asleep int64
+	ok := r.Bell.Wait(func() bool {
+		if ready() {
+			return true
+		}
+		if polls++; polls > r.spin && asleep == 0 {
+			asleep = wire.Now()
+		}
+		return false
+	}, r.spin, timeout)
+	if asleep != 0 {
+		if r.sleptTo == 0 {
+			r.sleptFrom = asleep
+		}
+		r.sleptTo = wire.Now()
+	}
 	if idle {
 		r.CoreBell.AddUrgent(-1)
 	}
@@ -114,14 +142,22 @@ func (r *Rings) Idle(ready func() bool, timeout time.Duration) bool {
 }
 
 // Post writes a completion, failed with err's text (cut to wire.MaxErrLen)
-// when err is not nil. It waits for room while alive() (nil: for ever); the
-// core reads completions as long as it runs. It does not ring: see
-// Completed and Flush.
+// when err is not nil, with the worker's sleeps since the previous one
+// (merged with those c gives, if any). It waits for room while alive()
+// (nil: for ever); the core reads completions as long as it runs. It does
+// not ring: see Completed and Flush.
 func (r *Rings) Post(c *wire.Completion, err error, alive func() bool) error {
 	if err != nil {
 		c.SetErr(err)
 	} else if len(c.Err) > wire.MaxErrLen {
 		c.SetErr(errors.New(string(c.Err)))
+	}
+	if r.sleptTo != 0 {
+		if c.SleepEndNs == 0 {
+			c.SleepStartNs, c.SleepEndNs = r.sleptFrom, r.sleptTo
+		} else {
+			c.SleepStartNs, c.SleepEndNs = min(c.SleepStartNs, r.sleptFrom), max(c.SleepEndNs, r.sleptTo)
+		}
 	}
 	b, rerr := r.Completion.ReserveWait(wire.CompletionLen(len(c.Err)), alive)
 	if rerr != nil {
@@ -130,6 +166,7 @@ func (r *Rings) Post(c *wire.Completion, err error, alive func() bool) error {
 	c.Encode(b)
 	r.Completion.Commit()
 	r.posted = true
+	r.sleptFrom, r.sleptTo = 0, 0
 	return nil
 }
 

@@ -3,7 +3,9 @@ package driver
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/shm"
@@ -197,6 +199,111 @@ func TestRingsBatching(t *testing.T) {
 	w.Flush()
 	if got := rings() - before; got != 1 {
 		t.Fatalf("Flush after two posts rang %d times, want 1", got)
+	}
+}
+
+// TestRingsSleep: Idle notes when the worker slept on its bell and the
+// next completion posted carries it (first sleep's start to last sleep's
+// end), once; a wait that ends while polling is no sleep.
+func TestRingsSleep(t *testing.T) {
+	const nap = 40 * time.Millisecond
+	never := func() bool { return false }
+	cases := []struct {
+		name string
+		// idle runs the worker's waits; it returns the earliest and latest
+		// times the sleep may start and end at (0, 0: no sleep).
+		idle func(t *testing.T, r *ringsRig, w *Rings) (from, to int64)
+		// given is the sleep the driver set on the completion itself.
+		given [2]int64
+		// min is the least sleep wanted.
+		min time.Duration
+		// spin is OpenRings' spin (50 when 0, -1 for none).
+		spin int
+	}{
+		{name: "work waiting: no sleep", idle: func(t *testing.T, r *ringsRig, w *Rings) (int64, int64) {
+			r.exec(t, r.dispatch, 1)
+			if !w.Idle(w.HasWork, time.Second) {
+				t.Fatal("Idle did not see the work")
+			}
+			w.Dispatch.Release()
+			return 0, 0
+		}},
+		{name: "timed out", min: nap, idle: func(t *testing.T, r *ringsRig, w *Rings) (int64, int64) {
+			t0 := wire.Now()
+			if w.Idle(never, nap) {
+				t.Fatal("Idle returned true")
+			}
+			return t0, wire.Now()
+		}},
+		{name: "two timeouts merge", min: 2 * nap, idle: func(t *testing.T, r *ringsRig, w *Rings) (int64, int64) {
+			t0 := wire.Now()
+			w.Idle(never, nap)
+			w.Idle(never, nap)
+			return t0, wire.Now()
+		}},
+		// No polls, so that the sleep starts at once: on a loaded machine
+		// 50 polls, each yielding, may take the whole nap.
+		{name: "woken by the bell", min: nap / 2, spin: -1, idle: func(t *testing.T, r *ringsRig, w *Rings) (int64, int64) {
+			t0 := wire.Now()
+			var woken atomic.Bool
+			go func() {
+				time.Sleep(nap)
+				woken.Store(true)
+				w.Bell.Ring()
+			}()
+			if !w.Idle(woken.Load, 10*time.Second) {
+				t.Fatal("Idle timed out")
+			}
+			return t0, wire.Now()
+		}},
+		{name: "merged with the driver's own", min: nap, given: [2]int64{1000, 2000}, idle: func(t *testing.T, r *ringsRig, w *Rings) (int64, int64) {
+			t0 := wire.Now()
+			w.Idle(never, nap)
+			return t0, wire.Now()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRingsRig(t, false)
+			spin := 50
+			if tc.spin != 0 {
+				spin = max(tc.spin, 0)
+			}
+			w, err := OpenRings(r.a, r.spec, spin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			from, to := tc.idle(t, r, w)
+			post := func() wire.Completion {
+				t.Helper()
+				c := wire.Completion{ID: 7, SleepStartNs: tc.given[0], SleepEndNs: tc.given[1]}
+				if err := w.Post(&c, nil, nil); err != nil {
+					t.Fatal(err)
+				}
+				var got wire.Completion
+				if err := got.Decode(r.completion.Peek()); err != nil {
+					t.Fatal(err)
+				}
+				r.completion.Release()
+				return got
+			}
+			got := post()
+			s, e := got.SleepStartNs, got.SleepEndNs
+			switch {
+			case from == 0 && (s != 0 || e != 0):
+				t.Fatalf("reported a sleep from %d to %d, want none", s, e)
+			case from == 0:
+			case tc.given[1] != 0 && (s != tc.given[0] || e < to-int64(time.Millisecond) || e > to):
+				t.Fatalf("sleep %d..%d, want the driver's start %d and Idle's end near %d", s, e, tc.given[0], to)
+			case tc.given[1] == 0 && (s < from || e > to || e-s < int64(tc.min)):
+				t.Fatalf("sleep %d..%d (%v), want within %d..%d and at least %v", s, e, time.Duration(e-s), from, to, tc.min)
+			}
+			// Once only: the next completion has slept nowhere since.
+			tc.given = [2]int64{}
+			if got := post(); got.SleepStartNs != 0 || got.SleepEndNs != 0 {
+				t.Fatalf("the next completion reports a sleep %d..%d too", got.SleepStartNs, got.SleepEndNs)
+			}
+		})
 	}
 }
 

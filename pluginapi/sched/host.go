@@ -49,6 +49,11 @@ type Host struct {
 	// rings are the workers' scheduler rings by worker ID, nil where a
 	// worker has none.
 	rings []*workerRing
+	// chain is the chained tasks' state (host_chain.go), nil when none
+	// are chained; answered counts the chained tasks declined since the
+	// core's bell last rang (the core waits for those answers).
+	chain    *chainHost
+	answered int
 }
 
 // workerRing is the host's side of a worker's scheduler ring.
@@ -56,6 +61,9 @@ type workerRing struct {
 	ring     *shm.Ring
 	bell     *shm.Bell
 	mustRing bool // posted to since the bell last rang
+	// arch is the worker's driver.ArchIndex: which of a task's Impls hold
+	// the kernels its Execs take.
+	arch int
 }
 
 // NewHost wraps policy; info names the plugin (Kind is set to sched).
@@ -149,10 +157,18 @@ func (h *Host) Init(_ context.Context, req *InitRequest) error {
 		if h.rings == nil {
 			h.rings = make([]*workerRing, maxID+1)
 		}
-		h.rings[wr.Worker] = &workerRing{ring: r, bell: h.arena.Bell(wr.Bell)}
+		arch := -1
+		if i := workerIndex(h.workers, wr.Worker); i >= 0 {
+			arch = driver.ArchIndex(h.workers[i].Arch)
+		}
+		h.rings[wr.Worker] = &workerRing{ring: r, bell: h.arena.Bell(wr.Bell), arch: arch}
 	}
 	if err := h.policy.Init(h.workers); err != nil {
 		return fmt.Errorf("policy init: %w", err)
+	}
+	h.chain = nil
+	if h.rings != nil {
+		h.chain = newChainHost(h.policy, maxID+1)
 	}
 	h.stop.Store(false)
 	h.done = make(chan struct{})
@@ -204,8 +220,9 @@ func (h *Host) loop() {
 			return
 		}
 		// Posted tasks need no core: their echo waits until the core
-		// wakes for their completion.
-		if assigned > 0 {
+		// wakes for their completion. Declined ones do.
+		if assigned > 0 || h.answered > 0 {
+			h.answered = 0
 			h.coreBell.Ring()
 		}
 		for _, wr := range h.rings {
@@ -231,8 +248,25 @@ func (h *Host) drain() error {
 			if len(p.Transfer) > 0 {
 				t.Transfer = append([]int64(nil), p.Transfer...)
 			}
+			if p.Flags&wire.PushImpls != 0 {
+				copyImpls(&t.Impls, &p.Impls)
+			}
 			if len(p.Exec) > 0 && h.rings != nil {
 				t.exec = append([]byte(nil), p.Exec...)
+			}
+			if p.Flags&wire.PushAfter != 0 {
+				pred, ok := wire.ExecAfterOf(p.Exec)
+				if !ok || t.exec == nil {
+					return fmt.Errorf("events ring: task %d pushed to run after another without an Exec flagged ExecAfter", p.ID)
+				}
+				t.after = pred
+				if err := h.pushAfter(t); err != nil {
+					return err
+				}
+				break
+			}
+			if h.chain != nil {
+				h.chain.pushed(t.ID)
 			}
 			h.policy.Push(t)
 		case wire.TypeDone:
@@ -243,6 +277,9 @@ func (h *Host) drain() error {
 			if w := int(d.Worker); w >= 0 && w < len(h.inflight) && h.inflight[w] > 0 {
 				h.inflight[w]--
 				h.observe(w, d.DurationNs)
+				if h.chain != nil {
+					h.chainDone(w, d.ID)
+				}
 			}
 			h.policy.PostExec(int(d.Worker), d.ID, d.DurationNs)
 		case wire.TypeWorkers:
@@ -282,6 +319,9 @@ func (h *Host) changeWorkers(msg []byte) error {
 			w := Worker{ID: int(r.ID), Arch: archOfBit(r.Arch), Node: int(r.Node)}
 			for len(h.inflight) <= w.ID {
 				h.inflight = append(h.inflight, 0)
+				if h.chain != nil {
+					h.chain.grow(w.ID)
+				}
 				h.meanNs = append(h.meanNs, 0)
 			}
 			add = append(add, w)
@@ -300,6 +340,13 @@ func (h *Host) changeWorkers(msg []byte) error {
 		}
 		if len(ids) > 0 {
 			h.policy.RemoveWorkers(ids)
+			if h.chain != nil {
+				for _, id := range ids {
+					if err := h.dropWorker(id); err != nil {
+						return err
+					}
+				}
+			}
 		}
 	default:
 		return fmt.Errorf("events ring: workers message with unknown operation %d", m.Op)
@@ -366,6 +413,14 @@ func (h *Host) offer() (int, error) {
 			if h.inflight[id] >= h.depth(id) {
 				continue
 			}
+			if h.chain != nil && id < len(h.chain.held) && len(h.chain.held[id]) > 0 {
+				n := h.inflight[id]
+				if h.offerHeld(id) || h.inflight[id] == n {
+					continue // the policy's tasks wait behind the chain
+				}
+				progress = true
+				continue
+			}
 			t := h.policy.Pop(id)
 			if t == nil {
 				continue
@@ -379,6 +434,11 @@ func (h *Host) offer() (int, error) {
 			}
 			h.inflight[id]++
 			progress = true
+			if h.chain != nil {
+				if err := h.placed(t.ID, id, posted); err != nil {
+					return assigned, err
+				}
+			}
 		}
 		if !progress {
 			return assigned, nil
@@ -386,14 +446,42 @@ func (h *Host) offer() (int, error) {
 	}
 }
 
-// assign sends the decision to run t on worker id. When the core sent t's
-// Exec and the worker has a scheduler ring with room, the host posts the
-// Exec there itself and the Assign, flagged AssignPosted, only tells the
-// core where t runs; it goes first, so the core knows before t completes.
+// copyImpls copies a Push's implementations into dst, in one allocation:
+// the Push's storage is reused for the next message.
+func copyImpls(dst, src *[wire.NumArch][]wire.Impl) {
+	n := 0
+	for _, is := range src {
+		n += len(is)
+	}
+	buf := make([]wire.Impl, 0, n)
+	for a, is := range src {
+		if len(is) > 0 {
+			start := len(buf)
+			buf = append(buf, is...)
+			dst[a] = buf[start:len(buf):len(buf)]
+		}
+	}
+}
+
+// assign sends the decision to run t on worker id, with the implementation
+// the policy chose, if it did. When the core sent t's Exec and the worker
+// has a scheduler ring with room, the host posts the Exec there itself,
+// with the chosen implementation's kernel, and the Assign, flagged
+// AssignPosted, only tells the core where t runs; it goes first, so the
+// core knows before t completes. A chosen implementation the worker cannot
+// run is not posted: the plain Assign lets the core refuse it.
 func (h *Host) assign(id int, t *Task) (posted bool, err error) {
 	var slot []byte
+	var wr *workerRing
+	impl, kernel := t.Impl(), int32(-1)
 	if len(t.exec) > 0 && id < len(h.rings) && h.rings[id] != nil {
-		slot = h.rings[id].ring.Reserve(len(t.exec))
+		wr = h.rings[id]
+		if impl >= 0 && wr.arch >= 0 && impl < len(t.Impls[wr.arch]) {
+			kernel = t.Impls[wr.arch][impl].Kernel
+		}
+		if impl < 0 || kernel >= 0 {
+			slot = wr.ring.Reserve(len(t.exec))
+		}
 	}
 	b, err := h.decisions.ReserveWait(wire.AssignSize, func() bool { return !h.stop.Load() })
 	if err != nil {
@@ -403,13 +491,19 @@ func (h *Host) assign(id int, t *Task) (posted bool, err error) {
 	if slot != nil {
 		a.Flags = wire.AssignPosted
 	}
+	if impl != -1 {
+		a.Flags |= wire.AssignImpl
+		a.Impl = uint32(impl)
+	}
 	a.Encode(b)
 	h.decisions.Commit()
 	if slot == nil {
 		return false, nil
 	}
-	wr := h.rings[id]
 	copy(slot, t.exec)
+	if kernel >= 0 {
+		wire.SetExecKernel(slot, uint32(kernel))
+	}
 	wr.ring.Commit()
 	wr.mustRing = true
 	t.exec = nil

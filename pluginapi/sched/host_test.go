@@ -39,6 +39,12 @@ type hostRings struct {
 
 func startTestHost(t *testing.T, workers []Worker, ringed map[int]uint64, depth int) (*Host, *hostRings) {
 	t.Helper()
+	return startHostOf(t, &pinned{}, workers, ringed, depth)
+}
+
+// startHostOf starts a Host over policy.
+func startHostOf(t *testing.T, policy Policy, workers []Worker, ringed map[int]uint64, depth int) (*Host, *hostRings) {
+	t.Helper()
 	a, err := shm.Create(16<<20, 8<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +80,7 @@ func startTestHost(t *testing.T, workers []Worker, ringed map[int]uint64, depth 
 		hr.workerRings[id] = r
 		req.WorkerRings = append(req.WorkerRings, WorkerRing{Worker: id, Ring: s, Bell: b})
 	}
-	h := NewHost(a, &pinned{}, base.Info{Name: "pinned"})
+	h := NewHost(a, policy, base.Info{Name: "pinned"})
 	if err := h.Init(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +200,86 @@ func TestHostPostsToSchedulerRings(t *testing.T) {
 	}
 	if plain == 0 || posted != inRing {
 		t.Fatalf("with a full ring: %d posted, %d plain, %d Execs in the ring; want some plain and one Exec per posted", posted, plain, inRing)
+	}
+}
+
+// choosing is pinned, choosing the implementation impl[t.ID] for each task
+// (absent: the core chooses).
+type choosing struct {
+	pinned
+	impl map[uint64]int
+}
+
+func (p *choosing) Push(t *Task) {
+	if i, ok := p.impl[t.ID]; ok {
+		t.SetImpl(i)
+	}
+	p.pinned.Push(t)
+}
+
+// A policy's implementation travels in the Assign (AssignImpl), and a
+// posted Exec takes that implementation's kernel; a choice the worker
+// cannot run is not posted, so that the core can refuse it.
+func TestHostPostsChosenImplementation(t *testing.T) {
+	cpu := driver.ArchIndex(driver.CPU)
+	two := [wire.NumArch][]wire.Impl{}
+	two[cpu] = []wire.Impl{{Length: -1, Kernel: -1}, {Length: 50, Kernel: 7}, {Length: 90, Kernel: 3}}
+	cases := []struct {
+		id     uint64
+		impls  bool // the Push lists two
+		choose int  // -1: the core chooses
+		posted bool
+		kernel uint32 // in the posted Exec (execFor's is 3)
+	}{
+		{1, true, 1, true, 7},
+		{2, true, -1, true, 3},
+		{3, true, 0, false, 0}, // not usable
+		{4, true, 5, false, 0}, // no such implementation
+		{5, false, 0, false, 0},
+		{6, true, 2, true, 3},
+	}
+	pol := &choosing{impl: map[uint64]int{}}
+	for _, c := range cases {
+		if c.choose >= 0 {
+			pol.impl[c.id] = c.choose
+		}
+	}
+	_, hr := startHostOf(t, pol, []Worker{{ID: 0, Arch: driver.CPU}}, map[int]uint64{0: 1 << 14}, 64)
+	for _, c := range cases {
+		p := wire.Push{ID: c.id, Worker: 0, ReleasedBy: -1, ArchMask: driver.ArchBit(driver.CPU), Length: [wire.NumArch]int64{-1, -1, -1},
+			Flags: wire.PushExec, Exec: execFor(c.id)}
+		if c.impls {
+			p.Flags |= wire.PushImpls
+			p.Impls = two
+		}
+		b := hr.events.Reserve(p.Len())
+		if b == nil {
+			t.Fatal("events ring full")
+		}
+		p.Encode(b)
+		hr.events.Commit()
+	}
+	hr.bell.Ring()
+	as := hr.decisionsN(t, len(cases))
+	r := hr.workerRings[0]
+	for i, c := range cases {
+		a := as[i]
+		wantImpl := c.choose >= 0
+		if a.ID != c.id || (a.Flags&wire.AssignPosted != 0) != c.posted || (a.Flags&wire.AssignImpl != 0) != wantImpl ||
+			wantImpl && a.Impl != uint32(c.choose) {
+			t.Errorf("task %d: decision %+v, want posted=%v and implementation %d", c.id, a, c.posted, c.choose)
+		}
+		if !c.posted {
+			continue
+		}
+		var e wire.Exec
+		if err := e.Decode(r.Peek()); err != nil || e.ID != c.id || e.Kernel != c.kernel {
+			t.Errorf("task %d: posted Exec %+v (%v), want kernel %d", c.id, e, err, c.kernel)
+		}
+		r.Release()
+	}
+	if !r.Empty() {
+		t.Error("scheduler ring holds Execs of tasks that were not posted")
 	}
 }
 

@@ -50,11 +50,64 @@ type Task struct {
 	// Transfer[n] is the predicted time in ns to bring the task's input data
 	// to memory node n (Worker.Node); nil on a machine with one memory node.
 	Transfer []int64
+	// Impls[a] lists the implementations of the task's codelet on
+	// architecture a (indexed by driver.ArchIndex), when the codelet has a
+	// performance model and the task may run more than one of them on some
+	// architecture: Impls[a][i] is implementation i, with its predicted
+	// length (-1 while uncalibrated) and whether the task may run it
+	// (Usable). The policy may then choose one with SetImpl. Where Impls is
+	// nil the core chooses, and Length is all there is to know: the
+	// prediction of the implementation the core runs when the policy
+	// leaves the choice to it (the first usable one).
+	Impls [wire.NumArch][]Impl
 
+	// impl is the implementation SetImpl chose, plus one: 0 leaves the
+	// choice to the core.
+	impl int
 	// exec is the Exec the host posts to a worker's scheduler ring, when
 	// the core sent one.
 	exec []byte
+	// after is the task a chained task may be queued behind (host_chain.go).
+	after uint64
 }
+
+// Impl is one implementation of a task's codelet on one architecture: its
+// predicted length in ns (-1 while the performance model is not calibrated
+// for it) and its kernel (Usable: whether the task may run it).
+type Impl = wire.Impl
+
+// HasImpls reports whether the core listed t's implementations (Impls) on
+// some architecture: a policy that chooses among them can skip looking
+// when it did not.
+func (t *Task) HasImpls() bool {
+	for _, is := range t.Impls {
+		if len(is) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ImplsOn is the implementations of t on w's architecture (Task.Impls),
+// nil when the core chooses there.
+func (t *Task) ImplsOn(w *Worker) []Impl {
+	i := driver.ArchIndex(w.Arch)
+	if i < 0 {
+		return nil
+	}
+	return t.Impls[i]
+}
+
+// SetImpl chooses the implementation t runs with on the worker the policy
+// hands it to: an index into t.Impls for that worker's architecture, of a
+// usable implementation, or -1 to leave the choice to the core (the
+// default). The core refuses a task whose chosen implementation the worker
+// cannot run, failing it with an error that names the implementation.
+func (t *Task) SetImpl(i int) { t.impl = i + 1 }
+
+// Impl is the implementation chosen by SetImpl, or -1 when the core
+// chooses.
+func (t *Task) Impl() int { return t.impl - 1 }
 
 // LengthOn is the predicted execution time of t on w's architecture, or -1.
 func (t *Task) LengthOn(w *Worker) int64 {

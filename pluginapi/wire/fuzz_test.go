@@ -23,10 +23,7 @@ var decoders = []struct {
 	new  func() message
 	size func(message) int
 }{
-	{"push", TypePush, func() message { return &Push{} }, func(m message) int {
-		p := m.(*Push)
-		return PushLen(len(p.Transfer)) + len(p.Exec)
-	}},
+	{"push", TypePush, func() message { return &Push{} }, func(m message) int { return m.(*Push).Len() }},
 	{"done", TypeDone, func() message { return &Done{} }, func(message) int { return DoneSize }},
 	{"assign", TypeAssign, func() message { return &Assign{} }, func(message) int { return AssignSize }},
 	{"exec", TypeExec, func() message { return &Exec{} }, func(m message) int {
@@ -53,19 +50,22 @@ func seedMessages() [][]byte {
 	}}
 	execBytes := enc(exec, ExecSize(1, 3))
 	pushExec := &Push{ID: 3, Flags: PushExec, Transfer: []int64{5}, Exec: execBytes}
+	pushImpls := &Push{ID: 4, Flags: PushImpls | PushExec, Transfer: []int64{5}, Exec: execBytes,
+		Impls: [NumArch][]Impl{{{Length: 9, Kernel: 1}, {Length: -1, Kernel: -1}}, nil, {{Length: 3, Kernel: 0}}}}
 	seeds := [][]byte{
 		enc(&Push{ID: 1, Priority: -3, ArchMask: 5, Worker: -1, Length: [NumArch]int64{100, -1, 7}, Transfer: []int64{0, 1234}}, PushLen(2)),
 		enc(pushExec, PushLen(1)+len(execBytes)),
 		enc(&Done{Worker: 3, ID: 4, DurationNs: 5}, DoneSize),
 		enc(&Assign{Worker: 1, ID: 2, Flags: AssignPosted}, AssignSize),
 		execBytes,
-		enc(&Completion{ID: 5, Failed: true, StartNs: 1, EndNs: 2, Err: []byte("boom")}, CompletionLen(4)),
+		enc(&Completion{ID: 5, Failed: true, StartNs: 1, EndNs: 2, SleepStartNs: -3, SleepEndNs: 1, Err: []byte("boom")}, CompletionLen(4)),
 		enc(&Alloc{ID: 8, Node: 1, Buffer: 9, Size: 1 << 33}, AllocSize),
 		enc(&Free{Node: 1, Buffer: 9}, FreeSize),
 		enc(&Copy{ID: 11, DstNode: 1, Ranges: []CopyRange{{0, 0, 10}}}, CopyLen(1)),
 		enc(&Workers{Op: WorkersAdd, Seq: 3, Workers: []WorkerRef{{ID: 1, Arch: 1}}}, WorkersLen(1)),
 		nil,
 		{1, 0, 0},
+		enc(pushImpls, pushImpls.Len()),
 	}
 	// Counts that claim more than the message holds, up to the largest.
 	lie := func(b []byte, at int, v uint32) []byte {
@@ -80,9 +80,10 @@ func seedMessages() [][]byte {
 		lie(execBytes, 16, 0xffffffff),           // exec: buffers
 		lie(execBytes, 20, 0xffffffff),           // exec: argument
 		lie(execBytes, 20, 0x7fffffff),
-		lie(seeds[5], 32, 0xffffffff), // completion: error length
-		lie(seeds[8], 4, 0xffffffff),  // copy: ranges
-		lie(seeds[9], 16, 0xffffffff), // workers
+		lie(seeds[5], 32, 0xffffffff),            // completion: error length
+		lie(seeds[8], 4, 0xffffffff),             // copy: ranges
+		lie(seeds[9], 16, 0xffffffff),            // workers
+		lie(seeds[12], PushLen(1)+4, 0x00080808), // push: implementations
 	)
 	return seeds
 }
@@ -144,6 +145,11 @@ func normalize(m message) {
 		if len(v.Exec) == 0 {
 			v.Exec = nil
 		}
+		for a := range v.Impls {
+			if len(v.Impls[a]) == 0 {
+				v.Impls[a] = nil
+			}
+		}
 	case *Exec:
 		if len(v.Buffers) == 0 {
 			v.Buffers = nil
@@ -198,17 +204,24 @@ func FuzzRoundTrip(f *testing.F) {
 			flags |= PushExec
 			pexec = execBytes
 		}
+		var impls [NumArch][]Impl
+		if flags&PushImpls != 0 {
+			for k := uint8(0); k < n; k++ {
+				impls[k%NumArch] = append(impls[k%NumArch], Impl{Length: i - int64(k), Kernel: int32(u) >> k})
+			}
+		}
+		push := &Push{ID: id, Priority: int32(u), ArchMask: u, Worker: int32(i), ReleasedBy: int32(i >> 32), Codelet: u,
+			Flags: flags, Length: [NumArch]int64{i, -i, i ^ 1}, Transfer: transfer, Impls: impls, Exec: pexec}
 		for _, c := range []struct {
 			in   message
 			size int
 			out  message
 		}{
-			{&Push{ID: id, Priority: int32(u), ArchMask: u, Worker: int32(i), ReleasedBy: int32(i >> 32), Codelet: u,
-				Flags: flags, Length: [NumArch]int64{i, -i, i ^ 1}, Transfer: transfer, Exec: pexec}, PushLen(len(transfer)) + len(pexec), &Push{}},
+			{push, push.Len(), &Push{}},
 			{&Done{Worker: int32(u), ID: id, DurationNs: i}, DoneSize, &Done{}},
-			{&Assign{Worker: int32(u), ID: id, Flags: u}, AssignSize, &Assign{}},
+			{&Assign{Worker: int32(u), ID: id, Flags: u, Impl: ^u}, AssignSize, &Assign{}},
 			{exec, len(execBytes), &Exec{}},
-			{&Completion{ID: id, Failed: flag, StartNs: i, EndNs: -i, Err: payload}, CompletionLen(len(payload)), &Completion{}},
+			{&Completion{ID: id, Failed: flag, StartNs: i, EndNs: -i, SleepStartNs: i ^ 0x55, SleepEndNs: ^i, Err: payload}, CompletionLen(len(payload)), &Completion{}},
 			{&Alloc{ID: id, Node: u, Buffer: ^id, Size: uint64(i)}, AllocSize, &Alloc{}},
 			{&Free{Node: u, Buffer: id}, FreeSize, &Free{}},
 			{&Copy{ID: id, SrcNode: u, DstNode: ^u, SrcBuffer: uint64(i), DstBuffer: ^id, Ranges: ranges}, CopyLen(len(ranges)), &Copy{}},
@@ -249,13 +262,13 @@ func TestDecodeRefusesGarbage(t *testing.T) {
 			}
 		}
 	}
-	for i, msg := range seeds[12:] { // the lying counts
+	for i, msg := range seeds[13:] { // the lying counts
 		for _, d := range decoders {
 			if Type(msg) != d.typ {
 				continue
 			}
 			if err := d.new().Decode(msg); !errors.Is(err, ErrShort) {
-				t.Errorf("%s with a lying count (seed %d): error %v, want ErrShort", d.name, 12+i, err)
+				t.Errorf("%s with a lying count (seed %d): error %v, want ErrShort", d.name, 13+i, err)
 			}
 		}
 	}

@@ -52,7 +52,7 @@ const (
 	AssignSize     = 24
 	ExecHeaderSize = 32
 	BufferDescSize = 56
-	CompletionSize = 40
+	CompletionSize = 56
 	AllocSize      = 32
 	FreeSize       = 16
 	CopyHeaderSize = 40
@@ -79,6 +79,16 @@ const (
 	// PushExec: the message ends with the task's Exec message, the same for
 	// every worker the task may run on that has a scheduler ring.
 	PushExec uint32 = 1 << 1
+	// PushAfter: the task's only unfinished predecessor is the task its
+	// Exec names in After (ExecAfter): the scheduler may queue it behind
+	// that task on the worker that holds it, before it is ready. Only with
+	// PushExec.
+	PushAfter uint32 = 1 << 2
+	// PushImpls: after the transfers (and before the Exec) comes the
+	// implementations section (Push.Impls): the codelet has a performance
+	// model and the task may run more than one implementation on some
+	// architecture, so the scheduler may choose one (AssignImpl).
+	PushImpls uint32 = 1 << 3
 )
 
 // Assign flags.
@@ -86,6 +96,13 @@ const (
 	// AssignPosted: the scheduler posted the task's Exec to the worker's
 	// scheduler ring itself; the core only records where the task runs.
 	AssignPosted uint32 = 1 << 0
+	// AssignDeclined answers a Push flagged PushAfter that the scheduler
+	// did not queue behind its predecessor: Worker is -1, and the core
+	// pushes the task again, without PushAfter, once it is ready.
+	AssignDeclined uint32 = 1 << 1
+	// AssignImpl: the scheduler chose the implementation the task runs
+	// with, Assign.Impl. Without it the core chooses.
+	AssignImpl uint32 = 1 << 2
 )
 
 // ErrShort reports a message shorter than its type requires.
@@ -143,16 +160,69 @@ type Push struct {
 	// to memory node n; empty when the machine has a single node. It
 	// aliases the message after Decode.
 	Transfer []int64
+	// Impls[a][i] is implementation i of the task's codelet on
+	// architecture a, when Flags has PushImpls (at most MaxImpls per
+	// architecture); Decode reuses its storage.
+	Impls [NumArch][]Impl
 	// Exec is the task's Exec message when Flags has PushExec; it aliases
 	// the message after Decode, without the bytes that follow the Exec, if
-	// any. (The core encodes it in place after the Push instead.)
+	// any. (The core encodes it in place, at ExecOffset, instead.)
 	Exec []byte
 }
 
-// PushLen is the size of a Push with predictions for nnodes memory nodes.
+// Impl is one implementation of a task's codelet on one architecture, as a
+// Push flagged PushImpls lists it.
+type Impl struct {
+	// Length is its predicted execution time in ns, or -1 where the
+	// codelet's performance model has no calibrated value for it.
+	Length int64
+	// Kernel is its kernel's number in the architecture's driver, which a
+	// scheduler that posts the task's Exec writes into it (SetExecKernel);
+	// -1 where the task may not run it (no driver of the architecture
+	// hosts it, or the codelet's CanExecute refused it).
+	Kernel int32
+}
+
+// Usable reports whether the task may run the implementation.
+func (i Impl) Usable() bool { return i.Kernel >= 0 }
+
+// The implementations section of a Push (PushImpls) is self-delimiting: a
+// header of ImplsHeaderSize bytes (the section's own size in bytes, u32;
+// the number of implementations of each architecture, one byte each; a
+// zero byte), then ImplSize bytes per implementation, architecture by
+// architecture: the length (i64), the kernel (i32), 4 zero bytes.
+const (
+	ImplsHeaderSize = 8
+	ImplSize        = 16
+	// MaxImpls is the most implementations a codelet has for one
+	// architecture (StarPU's STARPU_MAXIMPLEMENTATIONS).
+	MaxImpls = 8
+)
+
+// PushLen is the size of a Push with predictions for nnodes memory nodes,
+// without the implementations section and the Exec (see Push.Len).
 func PushLen(nnodes int) int { return PushHeaderSize + nnodes*TransferSize }
 
-// Encode writes p into b (PushLen(len(p.Transfer)) + len(p.Exec) bytes).
+// implsLen is the size of p's implementations section: 0 without PushImpls.
+func (p *Push) implsLen() int {
+	if p.Flags&PushImpls == 0 {
+		return 0
+	}
+	n := ImplsHeaderSize
+	for _, is := range p.Impls {
+		n += len(is) * ImplSize
+	}
+	return n
+}
+
+// ExecOffset is where p's Exec starts in the encoded message: after the
+// header, the transfers and the implementations section.
+func (p *Push) ExecOffset() int { return PushLen(len(p.Transfer)) + p.implsLen() }
+
+// Len is the size of the encoded p, its Exec included.
+func (p *Push) Len() int { return p.ExecOffset() + len(p.Exec) }
+
+// Encode writes p into b (p.Len() bytes).
 func (p *Push) Encode(b []byte) {
 	_ = b[PushHeaderSize-1]
 	le.PutUint32(b[0:], TypePush)
@@ -171,7 +241,61 @@ func (p *Push) Encode(b []byte) {
 	for i, t := range p.Transfer {
 		le.PutUint64(q[8*i:], uint64(t))
 	}
-	copy(b[PushLen(len(p.Transfer)):], p.Exec)
+	if p.Flags&PushImpls != 0 {
+		p.encodeImpls(b[PushLen(len(p.Transfer)):])
+	}
+	copy(b[p.ExecOffset():], p.Exec)
+}
+
+// encodeImpls writes p's implementations section at the start of q.
+func (p *Push) encodeImpls(q []byte) {
+	n := p.implsLen()
+	_ = q[n-1]
+	le.PutUint32(q[0:], uint32(n))
+	for a, is := range p.Impls {
+		q[4+a] = byte(len(is))
+	}
+	q[4+NumArch] = 0
+	e := q[ImplsHeaderSize:]
+	for _, is := range p.Impls {
+		for _, im := range is {
+			le.PutUint64(e[0:], uint64(im.Length))
+			le.PutUint32(e[8:], uint32(im.Kernel))
+			le.PutUint32(e[12:], 0)
+			e = e[ImplSize:]
+		}
+	}
+}
+
+// decodeImpls reads the implementations section at the start of q into
+// p.Impls and returns its size.
+func (p *Push) decodeImpls(q []byte) (int, error) {
+	if len(q) < ImplsHeaderSize {
+		return 0, fmt.Errorf("wire: push flagged PushImpls with %d bytes for its implementations: %w", len(q), ErrShort)
+	}
+	total := 0
+	for a := range p.Impls {
+		c := int(q[4+a])
+		if c > MaxImpls {
+			return 0, fmt.Errorf("wire: push lists %d implementations for architecture %d, at most %d", c, a, MaxImpls)
+		}
+		total += c
+	}
+	n := ImplsHeaderSize + total*ImplSize
+	if len(q) < n {
+		return 0, fmt.Errorf("wire: push of %d implementations with %d bytes for them: %w", total, len(q), ErrShort)
+	}
+	if size := le.Uint32(q); size != uint32(n) {
+		return 0, fmt.Errorf("wire: push implementations section says %d bytes, but lists %d implementations (%d bytes)", size, total, n)
+	}
+	e := q[ImplsHeaderSize:]
+	for a := range p.Impls {
+		for k := 0; k < int(q[4+a]); k++ {
+			p.Impls[a] = append(p.Impls[a], Impl{Length: int64(le.Uint64(e[0:])), Kernel: int32(le.Uint32(e[8:]))})
+			e = e[ImplSize:]
+		}
+	}
+	return n, nil
 }
 
 // Decode reads p from b, reusing p.Transfer's storage.
@@ -199,9 +323,20 @@ func (p *Push) Decode(b []byte) error {
 	for i := 0; i < n; i++ {
 		p.Transfer = append(p.Transfer, int64(le.Uint64(q[8*i:])))
 	}
+	for a := range p.Impls {
+		p.Impls[a] = p.Impls[a][:0]
+	}
+	off := PushLen(n)
+	if p.Flags&PushImpls != 0 {
+		size, err := p.decodeImpls(b[off:])
+		if err != nil {
+			return err
+		}
+		off += size
+	}
 	p.Exec = nil
 	if p.Flags&PushExec != 0 {
-		p.Exec = b[PushLen(n):]
+		p.Exec = b[off:]
 		if len(p.Exec) < ExecHeaderSize {
 			return fmt.Errorf("wire: push of %d bytes flagged PushExec: %w", len(b), ErrShort)
 		}
@@ -216,6 +351,11 @@ func (p *Push) Decode(b []byte) error {
 	}
 	return nil
 }
+
+// SetExecKernel sets the kernel of an encoded Exec message: a scheduler
+// that posts a task's Exec after choosing its implementation (AssignImpl)
+// writes that implementation's Impl.Kernel there.
+func SetExecKernel(b []byte, kernel uint32) { le.PutUint32(b[4:], kernel) }
 
 // Done tells the scheduler a task finished on a worker.
 type Done struct {
@@ -249,6 +389,10 @@ type Assign struct {
 	Worker int32
 	ID     uint64
 	Flags  uint32
+	// Impl, with AssignImpl, is the implementation the task runs with: its
+	// index among the codelet's implementations for the worker's
+	// architecture (Push.Impls).
+	Impl uint32
 }
 
 // Encode writes a into b (AssignSize bytes).
@@ -258,7 +402,7 @@ func (a *Assign) Encode(b []byte) {
 	le.PutUint32(b[4:], uint32(a.Worker))
 	le.PutUint64(b[8:], a.ID)
 	le.PutUint32(b[16:], a.Flags)
-	le.PutUint32(b[20:], 0)
+	le.PutUint32(b[20:], a.Impl)
 }
 
 // Decode reads a from b.
@@ -269,6 +413,7 @@ func (a *Assign) Decode(b []byte) error {
 	a.Worker = int32(le.Uint32(b[4:]))
 	a.ID = le.Uint64(b[8:])
 	a.Flags = le.Uint32(b[16:])
+	a.Impl = le.Uint32(b[20:])
 	return nil
 }
 
@@ -355,7 +500,10 @@ type Exec struct {
 	ID     uint64
 	Kernel uint32
 	// Flags are ExecAsync and future per-task hints for the driver.
-	Flags   uint32
+	Flags uint32
+	// After, with ExecAfter, is ID minus the predecessor's ID, as a signed
+	// 32-bit number (AfterOf).
+	After   uint32
 	Buffers []BufferDesc
 	Arg     []byte
 }
@@ -368,12 +516,18 @@ const (
 	// ends, keeping a few in flight. Without it the worker waits for the
 	// task to end before it starts another.
 	ExecAsync uint32 = 1 << 0
+	// ExecAfter says the task was queued behind its only unfinished
+	// predecessor, task ID - After, before it was ready: the driver runs it
+	// only if it ran that predecessor successfully, and otherwise answers
+	// with a Completion flagged Skipped, without running it.
+	ExecAfter uint32 = 1 << 1
 )
 
 // Encode writes e into b, which must be ExecSize(len(e.Buffers), len(e.Arg))
 // bytes.
 func (e *Exec) Encode(b []byte) {
 	PutExecHeader(b, e.ID, e.Kernel, e.Flags, len(e.Buffers), len(e.Arg))
+	le.PutUint32(b[28:], e.After)
 	p := b[ExecHeaderSize:]
 	for i := range e.Buffers {
 		EncodeBuffer(p, &e.Buffers[i])
@@ -405,6 +559,7 @@ func (e *Exec) Decode(b []byte) error {
 	e.Kernel = le.Uint32(b[4:])
 	e.ID = le.Uint64(b[8:])
 	e.Flags = le.Uint32(b[24:])
+	e.After = le.Uint32(b[28:])
 	n32, argLen32 := le.Uint32(b[16:]), le.Uint32(b[20:])
 	if !fits(b, ExecHeaderSize, n32, BufferDescSize, argLen32) {
 		return fmt.Errorf("wire: exec message of %d bytes for %d buffers and %d argument bytes: %w", len(b), n32, argLen32, ErrShort)
@@ -555,10 +710,19 @@ func (c *Copy) Decode(b []byte) error {
 
 // Completion reports the end of an Exec, Alloc or Copy on a worker.
 type Completion struct {
-	ID      uint64
-	Failed  bool
+	ID     uint64
+	Failed bool
+	// Skipped: the task, flagged ExecAfter, did not run because its
+	// predecessor failed or was skipped; the core schedules it again.
+	Skipped bool
 	StartNs int64
 	EndNs   int64
+	// SleepStartNs and SleepEndNs say when the worker slept on its
+	// doorbell's futex since it posted its previous completion: the start
+	// of the first sleep and the end of the last (wire.Now's clock), both
+	// 0 when it did not sleep. Traces show them as the worker's sleeping
+	// state; driver.Rings fills them in.
+	SleepStartNs, SleepEndNs int64
 	// Err is the kernel's error message when Failed.
 	Err []byte
 }
@@ -595,12 +759,17 @@ func (c *Completion) Encode(b []byte) {
 	if c.Failed {
 		f = 1
 	}
+	if c.Skipped {
+		f |= 2
+	}
 	le.PutUint32(b[4:], f)
 	le.PutUint64(b[8:], c.ID)
 	le.PutUint64(b[16:], uint64(c.StartNs))
 	le.PutUint64(b[24:], uint64(c.EndNs))
 	le.PutUint32(b[32:], uint32(len(c.Err)))
 	le.PutUint32(b[36:], 0)
+	le.PutUint64(b[40:], uint64(c.SleepStartNs))
+	le.PutUint64(b[48:], uint64(c.SleepEndNs))
 	copy(b[CompletionSize:], c.Err)
 }
 
@@ -609,10 +778,13 @@ func (c *Completion) Decode(b []byte) error {
 	if err := header(b, CompletionSize, TypeCompletion); err != nil {
 		return err
 	}
-	c.Failed = le.Uint32(b[4:]) != 0
+	f := le.Uint32(b[4:])
+	c.Failed, c.Skipped = f&1 != 0, f&2 != 0
 	c.ID = le.Uint64(b[8:])
 	c.StartNs = int64(le.Uint64(b[16:]))
 	c.EndNs = int64(le.Uint64(b[24:]))
+	c.SleepStartNs = int64(le.Uint64(b[40:]))
+	c.SleepEndNs = int64(le.Uint64(b[48:]))
 	n32 := le.Uint32(b[32:])
 	if !fits(b, CompletionSize, 0, 0, n32) {
 		return fmt.Errorf("wire: completion of %d bytes with a %d-byte error: %w", len(b), n32, ErrShort)
@@ -645,4 +817,28 @@ func PutExecHeader(b []byte, id uint64, kernel, flags uint32, nbuffers, argLen i
 	le.PutUint32(b[20:], uint32(argLen))
 	le.PutUint32(b[24:], flags)
 	le.PutUint32(b[28:], 0)
+}
+
+// SetExecAfter marks an encoded Exec message as queued behind task
+// pred (ExecAfter; the two ids must be less than 2^31 apart). The core
+// does it for a Push flagged PushAfter.
+func SetExecAfter(b []byte, pred uint64) {
+	le.PutUint32(b[24:], le.Uint32(b[24:])|ExecAfter)
+	le.PutUint32(b[28:], uint32(le.Uint64(b[8:])-pred))
+}
+
+// ExecAfterOf is the predecessor an encoded Exec message flagged ExecAfter
+// is queued behind, and whether it is flagged.
+func ExecAfterOf(b []byte) (uint64, bool) {
+	if len(b) < ExecHeaderSize || le.Uint32(b[24:])&ExecAfter == 0 {
+		return 0, false
+	}
+	return AfterOf(le.Uint64(b[8:]), le.Uint32(b[28:])), true
+}
+
+// AfterOf is the predecessor of task id whose Exec has After field after:
+// the distance is signed, since a predecessor may be submitted after its
+// successor (tags).
+func AfterOf(id uint64, after uint32) uint64 {
+	return id - uint64(int64(int32(after)))
 }

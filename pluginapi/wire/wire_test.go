@@ -25,6 +25,9 @@ func TestRoundTrip(t *testing.T) {
 		Length: [NumArch]int64{100, -1, 7}, Transfer: []int64{0, 1234}}
 	execBytes := make([]byte, ExecSize(2, 3))
 	exec.Encode(execBytes)
+	impls := [NumArch][]Impl{{{Length: 100, Kernel: 3}, {Length: -1, Kernel: -1}, {Length: 7, Kernel: 0}}, nil, {{Length: -1, Kernel: 2}}}
+	pushImpls := Push{ID: 4, Flags: PushImpls, Transfer: []int64{5}, Impls: impls}
+	pushBoth := Push{ID: 5, Flags: PushImpls | PushExec, Transfer: []int64{5, 6}, Impls: impls, Exec: execBytes}
 	cp := Copy{ID: 11, SrcNode: 0, DstNode: 1, SrcBuffer: 4096, DstBuffer: 17, Ranges: []CopyRange{{0, 0, 10}, {20, 10, 5}}}
 	for _, tc := range []struct {
 		name string
@@ -35,11 +38,15 @@ func TestRoundTrip(t *testing.T) {
 		{"push", &push, PushLen(2), &Push{}},
 		{"push/no nodes", &Push{ID: 2, Length: [NumArch]int64{-1, -1, -1}}, PushLen(0), &Push{}},
 		{"push/exec", &Push{ID: 3, Flags: PushExec, Transfer: []int64{5}, Exec: execBytes}, PushLen(1) + len(execBytes), &Push{}},
+		{"push/impls", &pushImpls, PushLen(1) + ImplsHeaderSize + 4*ImplSize, &Push{}},
+		{"push/impls, none listed", &Push{ID: 6, Flags: PushImpls}, PushLen(0) + ImplsHeaderSize, &Push{}},
+		{"push/impls and exec", &pushBoth, pushBoth.Len(), &Push{}},
 		{"done", &Done{Worker: 3, ID: 4, DurationNs: 5}, DoneSize, &Done{}},
 		{"assign", &Assign{Worker: 1, ID: 2}, AssignSize, &Assign{}},
 		{"assign/posted", &Assign{Worker: 1, ID: 2, Flags: AssignPosted}, AssignSize, &Assign{}},
+		{"assign/impl", &Assign{Worker: 1, ID: 2, Flags: AssignPosted | AssignImpl, Impl: 7}, AssignSize, &Assign{}},
 		{"exec", &exec, ExecSize(2, 3), &Exec{}},
-		{"completion", &Completion{ID: 5, Failed: true, StartNs: 1, EndNs: 2, Err: []byte("boom")}, CompletionLen(4), &Completion{}},
+		{"completion", &Completion{ID: 5, Failed: true, StartNs: 1, EndNs: 2, SleepStartNs: -7, SleepEndNs: 1, Err: []byte("boom")}, CompletionLen(4), &Completion{}},
 		{"alloc", &Alloc{ID: 8, Node: 1, Buffer: 9, Size: 1 << 33}, AllocSize, &Alloc{}},
 		{"free", &Free{Node: 1, Buffer: 9}, FreeSize, &Free{}},
 		{"copy", &cp, CopyLen(2), &Copy{}},
@@ -63,6 +70,51 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("truncated message: error %v, want ErrShort", err)
 			}
 		})
+	}
+}
+
+// A Push's implementations section lies after the transfers and before
+// the Exec, and Decode refuses one whose counts or size do not add up.
+func TestPushImplsSection(t *testing.T) {
+	execBytes := make([]byte, ExecSize(0, 2))
+	(&Exec{ID: 9, Kernel: 1, Arg: []byte("ab")}).Encode(execBytes)
+	p := Push{ID: 9, Flags: PushImpls | PushExec, Transfer: []int64{1, 2, 3},
+		Impls: [NumArch][]Impl{{{Length: 10, Kernel: 4}, {Length: 20, Kernel: 5}}}, Exec: execBytes}
+	if got, want := p.ExecOffset(), PushLen(3)+ImplsHeaderSize+2*ImplSize; got != want {
+		t.Fatalf("ExecOffset = %d, want %d", got, want)
+	}
+	b := make([]byte, p.Len())
+	p.Encode(b)
+	if Type(b[p.ExecOffset():]) != TypeExec {
+		t.Fatalf("no Exec at ExecOffset %d", p.ExecOffset())
+	}
+	var q Push
+	if err := q.Decode(b); err != nil || len(q.Impls[0]) != 2 || q.Impls[0][1] != (Impl{Length: 20, Kernel: 5}) || len(q.Exec) != len(execBytes) {
+		t.Fatalf("decoded %+v, %v", q, err)
+	}
+	// Decoding into a Push that held more implementations drops them.
+	q.Impls[2] = append(q.Impls[2], Impl{Kernel: 1})
+	p.Flags &^= PushImpls
+	b2 := make([]byte, p.Len())
+	p.Encode(b2)
+	if err := q.Decode(b2); err != nil || len(q.Impls[0])+len(q.Impls[2]) != 0 {
+		t.Fatalf("a push without PushImpls decoded to implementations %v (error %v)", q.Impls, err)
+	}
+	off := PushLen(3)
+	for _, c := range []struct {
+		name string
+		edit func(b []byte)
+		want string
+	}{
+		{"too many", func(b []byte) { b[off+5] = MaxImpls + 1 }, "at most 8"},
+		{"size word", func(b []byte) { le.PutUint32(b[off:], 9) }, "says 9 bytes"},
+		{"counts beyond the message", func(b []byte) { b[off+4] = MaxImpls }, ErrShort.Error()},
+	} {
+		bad := append([]byte(nil), b...)
+		c.edit(bad)
+		if err := new(Push).Decode(bad); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
+		}
 	}
 }
 
@@ -112,5 +164,26 @@ func TestCompletionSetErr(t *testing.T) {
 				t.Fatalf("round trip: %v", err)
 			}
 		})
+	}
+}
+
+func TestExecAfter(t *testing.T) {
+	for _, c := range []struct{ id, pred uint64 }{{10, 9}, {10, 1}, {5, 9}, {1 << 40, 1<<40 - 1<<30}, {7, 1<<31 + 6}} {
+		var e Exec
+		e.ID = c.id
+		b := make([]byte, ExecSize(0, 0))
+		e.Encode(b)
+		if _, ok := ExecAfterOf(b); ok {
+			t.Fatalf("a plain Exec reads as chained")
+		}
+		SetExecAfter(b, c.pred)
+		got, ok := ExecAfterOf(b)
+		if !ok || got != c.pred {
+			t.Errorf("id %d after %d: read back %d, %v", c.id, c.pred, got, ok)
+		}
+		var d Exec
+		if err := d.Decode(b); err != nil || d.Flags&ExecAfter == 0 || AfterOf(d.ID, d.After) != c.pred {
+			t.Errorf("id %d after %d: decoded %+v, %v", c.id, c.pred, d, err)
+		}
 	}
 }

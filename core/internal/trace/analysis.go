@@ -40,8 +40,10 @@ type WorkerSummary struct {
 	Executing int64
 	// Fetching: waiting for the transfers of its next task's data;
 	// Scheduling: its next task was ready and not running yet (the
-	// policy, the dispatch, the wake-up); Idle: no task of its was ready.
-	Fetching, Scheduling, Idle int64
+	// policy, the dispatch, the wake-up); Sleeping: no task of its was
+	// ready and it slept on its doorbell; Idle: no task of its was ready,
+	// and it was awake (or its driver did not say).
+	Fetching, Scheduling, Sleeping, Idle int64
 	// Other is the makespan the rest leave: time the trace says nothing
 	// about (a trace from before the states, or cut short).
 	Other int64
@@ -115,13 +117,15 @@ func (t *Trace) Summarize() Summary {
 			w.Fetching += d
 		case StateScheduling:
 			w.Scheduling += d
+		case StateSleeping:
+			w.Sleeping += d
 		case StateIdle:
 			w.Idle += d
 		}
 	}
 	var busy int64
 	for _, w := range byWorker {
-		w.Other = max(0, s.Makespan-w.Executing-w.Fetching-w.Scheduling-w.Idle)
+		w.Other = max(0, s.Makespan-w.Executing-w.Fetching-w.Scheduling-w.Sleeping-w.Idle)
 		busy += w.Executing
 		s.Workers = append(s.Workers, *w)
 	}
@@ -251,16 +255,17 @@ func (t *Trace) WriteSummary(w io.Writer, s Summary) error {
 	fmt.Fprintf(&b, "critical path: %s over %d tasks, %s of the makespan\n", ms(s.CriticalPath), len(s.CriticalTasks), pct(s.CriticalPath, s.Makespan))
 	fmt.Fprintf(&b, "parallel efficiency: %.1f%% (executing time / (makespan x %d workers))\n\n", 100*s.Efficiency, len(s.Workers))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "worker\ttasks\texecuting\t%\tfetching\t%\tscheduling\t%\tidle\t%\t")
+	fmt.Fprintln(tw, "worker\ttasks\texecuting\t%\tfetching\t%\tscheduling\t%\tsleeping\t%\tidle\t%\t")
 	other := false
 	for _, x := range s.Workers {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Worker.Name, x.Tasks, ms(x.Executing), pct(x.Executing, s.Makespan),
-			ms(x.Fetching), pct(x.Fetching, s.Makespan), ms(x.Scheduling), pct(x.Scheduling, s.Makespan), ms(x.Idle), pct(x.Idle, s.Makespan))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Worker.Name, x.Tasks, ms(x.Executing), pct(x.Executing, s.Makespan),
+			ms(x.Fetching), pct(x.Fetching, s.Makespan), ms(x.Scheduling), pct(x.Scheduling, s.Makespan), ms(x.Sleeping), pct(x.Sleeping, s.Makespan),
+			ms(x.Idle), pct(x.Idle, s.Makespan))
 		// Rounding leaves nanoseconds; a trace with no states the makespan.
 		other = other || x.Other > s.Makespan/1000
 	}
 	tw.Flush()
-	b.WriteString("fetching: waiting for its next task's data; scheduling: its next task was ready, not yet running;\nidle: no task of its was ready (sleeping on its doorbell is not told apart)\n")
+	b.WriteString("fetching: waiting for its next task's data; scheduling: its next task was ready, not yet running;\nsleeping: no task of its was ready, asleep on its doorbell; idle: no task of its was ready, awake\n")
 	if other {
 		b.WriteString("the states do not cover every worker's makespan: this trace does not record them all\n")
 	}

@@ -61,13 +61,14 @@ func sample() *Trace {
 		Transfers: []Transfer{{Src: 0, Dst: 1, Bytes: 1000, Start: 10, End: 20}, {Src: 0, Dst: 1, Bytes: 3000, Start: 30, End: 40}},
 		States: []State{
 			{Worker: 0, Kind: StateScheduling, Start: 60, End: 80, Task: 4},
-			{Worker: 1, Kind: StateIdle, Start: 0, End: 30, Task: 3},
+			{Worker: 1, Kind: StateIdle, Start: 0, End: 10, Task: 3},
+			{Worker: 1, Kind: StateSleeping, Start: 10, End: 30, Task: 3},
 			{Worker: 1, Kind: StateFetching, Start: 30, End: 40, Task: 3},
 			{Worker: 1, Kind: StateScheduling, Start: 40, End: 50, Task: 3},
 			{Worker: 1, Kind: StateIdle, Start: 80, End: 120}, // past the makespan: clipped
 		},
 	}
-	tr.Tasks[0].Handles = []Access{{Handle: 0x1a, Mode: ModeR | ModeW, Size: 4096}}
+	tr.Tasks[0].Handles = []Access{{Handle: 0x1a, Mode: ModeR | ModeW, Size: 4096, Footprint: 0xc0ffee, Name: "A[0]"}}
 	return tr
 }
 
@@ -77,7 +78,7 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("window %d..%d (%d), %d tasks, %d ran", s.Start, s.End, s.Makespan, s.Tasks, s.Ran)
 	}
 	wantW := []WorkerSummary{{Worker: Worker{ID: 0, Name: "cpu0"}, Tasks: 3, Executing: 80, Scheduling: 20},
-		{Worker: Worker{ID: 1, Name: "cpu1"}, Tasks: 1, Executing: 30, Fetching: 10, Scheduling: 10, Idle: 50}}
+		{Worker: Worker{ID: 1, Name: "cpu1"}, Tasks: 1, Executing: 30, Fetching: 10, Scheduling: 10, Sleeping: 20, Idle: 30}}
 	if !reflect.DeepEqual(s.Workers, wantW) {
 		t.Errorf("workers %+v, want %+v", s.Workers, wantW)
 	}
@@ -101,7 +102,7 @@ func TestSummarize(t *testing.T) {
 	if strings.Contains(b.String(), "do not cover") {
 		t.Errorf("summary says states are missing, when they cover the makespan:\n%s", b.String())
 	}
-	for _, want := range []string{"fetching", "scheduling", "makespan: 0.000 ms", "critical path: 0.000 ms over 3 tasks, 90.0% of the makespan", "parallel efficiency: 55.0%", "trsm", "RAM -> opencl_0"} {
+	for _, want := range []string{"fetching", "scheduling", "sleeping", "makespan: 0.000 ms", "critical path: 0.000 ms over 3 tasks, 90.0% of the makespan", "parallel efficiency: 55.0%", "trsm", "RAM -> opencl_0"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
@@ -133,7 +134,8 @@ func TestWriteSVG(t *testing.T) {
 				"transfer of handle 0, 1000 bytes", // the bus row
 				"RAM -&gt; opencl_0",
 				"scheduling 20 ns, from 60 ns to 80 ns, before job 4", // worker 0's state
-				"fetching 10 ns", "idle 30 ns",                        // worker 1's
+				"fetching 10 ns", "idle 10 ns", "sleeping 20 ns",      // worker 1's
+				"handle 26 RW, 4096 bytes, footprint 00c0ffee, A[0]", // task 1's handle
 				`<polyline`, // the critical path
 				"critical path: 3 tasks",
 			} {
@@ -237,6 +239,7 @@ Iteration: 1 3
 Handles: 1a
 Modes: RW
 Sizes: 4096
+Footprints: c0ffee
 MPIRank: 0`
 	if recs[0] != want {
 		t.Errorf("first record:\n%s\nwant\n%s", recs[0], want)

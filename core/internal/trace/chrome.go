@@ -7,8 +7,9 @@ package trace
 // and the jobs that released it in args; a dependency is also a flow
 // (ph "s" in the predecessor, "f" in the successor) so that Perfetto draws
 // the arrow; a transfer is a complete event on its bus link's row (pid 2).
-// A worker's states between tasks (states.go) are complete events of
-// category "state" on its row; plugin process events are instants on
+// A worker's states between tasks (states.go: idle, sleeping,
+// scheduling, fetching) are complete events of category "state" on its
+// row; plugin process events are instants on
 // pid 4, one row per plugin; communications complete events on pid 5,
 // one row per peer rank.
 // Submissions wait in the sink until their task runs: the sink holds what
@@ -64,7 +65,11 @@ type pendingTask struct {
 func ConvertChrome(w io.Writer, r io.Reader) error {
 	br := bufio.NewReaderSize(r, 1<<16)
 	head := make([]byte, len(Magic))
-	if _, err := io.ReadFull(br, head); err != nil || string(head) != Magic {
+	version := 0
+	if _, err := io.ReadFull(br, head); err == nil {
+		version = nativeVersion(head)
+	}
+	if version == 0 {
 		return fmt.Errorf("%w: not a native trace", errCorrupt)
 	}
 	wall, err := binary.ReadVarint(br)
@@ -77,7 +82,7 @@ func ConvertChrome(w io.Writer, r io.Reader) error {
 	if _, err := c.bw.WriteString("{\"traceEvents\":[\n"); err != nil {
 		return err
 	}
-	if err := c.consume(br); err != nil && !errors.Is(err, errTruncated) {
+	if err := c.consume(br, version); err != nil && !errors.Is(err, errTruncated) {
 		return err
 	}
 	return c.finish()
@@ -121,9 +126,10 @@ func (c *chromeSink) event(b []byte) error {
 	return err
 }
 
-// consume converts records until the end of br.
-func (c *chromeSink) consume(br io.ByteReader) error {
-	r := &reader{r: br}
+// consume converts the records of a native trace of the given version
+// until the end of br.
+func (c *chromeSink) consume(br io.ByteReader, version int) error {
+	r := &reader{r: br, version: version}
 	for {
 		k, err := br.ReadByte()
 		if errors.Is(err, io.EOF) {
@@ -138,24 +144,7 @@ func (c *chromeSink) consume(br io.ByteReader) error {
 			c.names[id] = r.str()
 		case kindSubmit:
 			p := c.pending(r.u())
-			p.Name, p.Codelet, p.Model = c.names[r.u()], c.names[r.u()], c.names[r.u()]
-			p.Submit, p.Priority = r.i(), r.i()
-			flags := r.u()
-			if flags&submitTag != 0 {
-				p.Tag, p.HasTag = r.u(), true
-			}
-			if flags&submitFlops != 0 {
-				p.Flops = math.Float64frombits(r.u())
-			}
-			for range r.u() {
-				p.Iter = append(p.Iter, r.i())
-			}
-			nh := r.u()
-			for range nh {
-				a := Access{Handle: r.u(), Mode: uint8(r.u()), Size: r.u()}
-				a.Name = c.names[r.u()]
-				p.Handles = append(p.Handles, a)
-			}
+			r.submit(&p.Task, c.names)
 			p.Submitted = true
 			c.st.seen(p.Submit)
 		case kindReady:
@@ -287,6 +276,12 @@ func taskArgs(b []byte, p *Task) []byte {
 		b = append(b, `,"predicted_transfer":`...)
 		b = us(b, p.PredictedTransfer)
 	}
+	if p.SleepEnd != 0 {
+		b = append(b, `,"sleep_start":`...)
+		b = us(b, p.SleepStart)
+		b = append(b, `,"sleep_end":`...)
+		b = us(b, p.SleepEnd)
+	}
 	if len(p.Iter) > 0 {
 		b = append(b, `,"iteration":`...)
 		b = strconv.AppendInt(b, p.Iter[0], 10)
@@ -317,6 +312,11 @@ func taskArgs(b []byte, p *Task) []byte {
 			b = append(b, ModeString(h.Mode)...)
 			b = append(b, `","size":`...)
 			b = strconv.AppendUint(b, h.Size, 10)
+			if h.Footprint != 0 {
+				b = append(b, `,"footprint":"`...)
+				b = strconv.AppendUint(b, uint64(h.Footprint), 16)
+				b = append(b, '"')
+			}
 			if h.Name != "" {
 				b = append(b, `,"name":`...)
 				b = strconv.AppendQuote(b, h.Name)
@@ -662,14 +662,17 @@ type chromeTaskArgs struct {
 	Posted    bool     `json:"posted"`
 	Predicted *float64 `json:"predicted"`
 	PredXfer  *float64 `json:"predicted_transfer"`
+	SleepFrom *float64 `json:"sleep_start"`
+	SleepTo   *float64 `json:"sleep_end"`
 	Iteration *int64   `json:"iteration"`
 	Outer     *int64   `json:"outer_iteration"`
 	Deps      []uint64 `json:"deps"`
 	Handles   []struct {
-		ID   uint64 `json:"id"`
-		Mode string `json:"mode"`
-		Size uint64 `json:"size"`
-		Name string `json:"name"`
+		ID        uint64 `json:"id"`
+		Mode      string `json:"mode"`
+		Size      uint64 `json:"size"`
+		Footprint string `json:"footprint"`
+		Name      string `json:"name"`
 	} `json:"handles"`
 	// Name is a thread_name's.
 	Name string `json:"name"`
@@ -803,6 +806,9 @@ func readChrome(r io.Reader) (*Trace, error) {
 			if a.PredXfer != nil {
 				x.PredictedTransfer = nsOf(*a.PredXfer)
 			}
+			if a.SleepFrom != nil && a.SleepTo != nil {
+				x.SleepStart, x.SleepEnd = nsOf(*a.SleepFrom), nsOf(*a.SleepTo)
+			}
 			if a.Tag != nil {
 				x.Tag, x.HasTag = *a.Tag, true
 			}
@@ -822,7 +828,11 @@ func readChrome(r io.Reader) (*Trace, error) {
 				x.Footprint = uint32(fp)
 			}
 			for _, h := range a.Handles {
-				x.Handles = append(x.Handles, Access{Handle: h.ID, Mode: parseMode(h.Mode), Size: h.Size, Name: h.Name})
+				acc := Access{Handle: h.ID, Mode: parseMode(h.Mode), Size: h.Size, Name: h.Name}
+				if fp, err := strconv.ParseUint(h.Footprint, 16, 32); err == nil {
+					acc.Footprint = uint32(fp)
+				}
+				x.Handles = append(x.Handles, acc)
 			}
 			for _, d := range a.Deps {
 				b.edge(d, id)

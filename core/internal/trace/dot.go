@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 )
 
@@ -127,6 +128,16 @@ func (t *Trace) WriteTasksRec(w io.Writer) error {
 				fmt.Fprintf(bw, " %d", h.Size)
 			}
 			bw.WriteByte('\n')
+			// Ours, beside StarPU's per-handle lists: each handle's
+			// footprint, hexadecimal as the task's. A trace of version 1
+			// has none.
+			if slices.ContainsFunc(x.Handles, func(h Access) bool { return h.Footprint != 0 }) {
+				bw.WriteString("Footprints:")
+				for _, h := range x.Handles {
+					fmt.Fprintf(bw, " %x", h.Footprint)
+				}
+				bw.WriteByte('\n')
+			}
 		}
 		bw.WriteString("MPIRank: 0\n\n")
 	}

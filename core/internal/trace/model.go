@@ -69,6 +69,11 @@ type Task struct {
 	// task and of its input's transfers on that worker, -1 unknown.
 	Posted                       bool
 	Predicted, PredictedTransfer int64
+	// SleepStart and SleepEnd bound the sleeps of Worker on its doorbell
+	// since its previous completion, as its driver reported them with this
+	// task's (the first's start, the last's end); 0 none. The states
+	// (states.go) clip them to the gap before the task.
+	SleepStart, SleepEnd int64
 }
 
 // newTask is a task known by its number only.
@@ -273,12 +278,12 @@ func (t *Trace) NodeName(n int) string {
 func Read(r io.Reader) (*Trace, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	head, err := br.Peek(len(Magic))
-	if err == nil && string(head) == Magic {
+	if v := nativeVersion(head); err == nil && v > 0 {
 		if _, err := br.Discard(len(Magic)); err != nil {
 			return nil, err
 		}
 		t := &Trace{Format: "native"}
-		if err := readNative(br, t); err != nil {
+		if err := readNative(br, v, t); err != nil {
 			return nil, err
 		}
 		return t, nil

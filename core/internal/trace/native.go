@@ -7,10 +7,11 @@ package trace
 //	header:   Magic, origin (zigzag varint, Unix ns of time 0)
 //	name:     id (uvarint), length (uvarint), bytes        strings, interned
 //	submit:   id, name, codelet, model, t, priority, flags, [tag], [flops bits],
-//	          niter, iter..., nh, nh x (handle, mode, size, label)
+//	          niter, iter..., nh, nh x (handle, mode, size, footprint, label)
 //	ready:    id, t
 //	run:      id, worker, start, end, footprint, flags,
 //	          [predicted, predicted transfer]        when flags has runPredicted
+//	          [start - sleep start, start - sleep end] when flags has runSlept
 //	edge:     from, to, from's worker, start, end
 //	xfer:     src, dst, bytes, handle, start, end, flags
 //	worker:   id, node, arch (string), name (string)
@@ -26,7 +27,11 @@ package trace
 // Records were added to version 1 without a new magic: a reader of the
 // first ones stops at an unknown kind with an error naming it, and a
 // trace written before them reads as one with no plugin or
-// communication events.
+// communication events. Version 2 adds a field to an existing record
+// (each handle's footprint in submit) and the run flag runSlept, which an
+// older reader would misread rather than refuse: it has a magic of its
+// own, which those readers do not recognise. Version 1 traces still read,
+// with no handle footprints and no sleeping.
 //
 // Times are nanoseconds since the runtime's Init (time 0), zigzag
 // varints; ids and sizes are uvarints; strings in name records are
@@ -40,8 +45,23 @@ import (
 	"math"
 )
 
-// Magic opens a native trace file.
-const Magic = "STARPU-TRACE 1\n"
+// Magic opens a native trace file; magicV1 opened those of version 1.
+const (
+	Magic   = "STARPU-TRACE 2\n"
+	magicV1 = "STARPU-TRACE 1\n"
+)
+
+// nativeVersion is the version of the native trace whose first bytes are
+// head, 0 for none.
+func nativeVersion(head []byte) int {
+	switch string(head) {
+	case Magic:
+		return 2
+	case magicV1:
+		return 1
+	}
+	return 0
+}
 
 // Record kinds.
 const (
@@ -71,18 +91,23 @@ const (
 	runPredicted = 1 << 1
 	// runPosted: the policy posted the task to its worker itself.
 	runPosted = 1 << 2
+	// runSlept: the run record carries when its worker slept before it
+	// (version 2).
+	runSlept = 1 << 3
 	// commSend: the communication is a send (else a receive).
 	commSend = 1 << 1
 )
 
 // Access is one handle a task accesses: the handle's number, the access
-// mode (pluginapi/kernel.Mode bits), its size in bytes and its name (set
-// with Handle.SetName), if any.
+// mode (pluginapi/kernel.Mode bits), its size in bytes, its footprint (a
+// hash of its shape, as performance models key tasks on; 0 unknown: a
+// version 1 trace) and its name (set with Handle.SetName), if any.
 type Access struct {
-	Handle uint64
-	Mode   uint8
-	Size   uint64
-	Name   string
+	Handle    uint64
+	Mode      uint8
+	Size      uint64
+	Footprint uint32
+	Name      string
 }
 
 // Mode bits, as pluginapi/kernel defines them.
@@ -126,11 +151,13 @@ func (a *appender) str(s string) {
 	a.b = append(a.b, s...)
 }
 
-// reader decodes records from a byte stream.
+// reader decodes records from a byte stream of a native trace of the
+// given version.
 type reader struct {
-	r   io.ByteReader
-	buf []byte
-	err error
+	r       io.ByteReader
+	version int
+	buf     []byte
+	err     error
 }
 
 func (r *reader) u() uint64 {
@@ -196,9 +223,10 @@ func truncated(err error) error {
 	return err
 }
 
-// readNative reads the records after the magic into t.
-func readNative(br io.ByteReader, t *Trace) error {
-	r := &reader{r: br}
+// readNative reads the records after the magic of the given version into
+// t.
+func readNative(br io.ByteReader, version int, t *Trace) error {
+	r := &reader{r: br, version: version}
 	t.Origin = r.i()
 	if r.err != nil {
 		return r.err
@@ -224,41 +252,11 @@ func readNative(br io.ByteReader, t *Trace) error {
 			names[id] = r.str()
 		case kindSubmit:
 			task := b.task(r.u())
-			task.Name = names[r.u()]
-			task.Codelet = names[r.u()]
-			task.Model = names[r.u()]
-			task.Submit = r.i()
-			task.Priority = r.i()
-			flags := r.u()
-			if flags&submitTag != 0 {
-				task.Tag, task.HasTag = r.u(), true
+			r.submit(task, names)
+			if r.err == nil {
+				task.Submitted = true
+				d.seen(task.Submit)
 			}
-			if flags&submitFlops != 0 {
-				task.Flops = math.Float64frombits(r.u())
-			}
-			n := r.u()
-			if n > 2 {
-				return fmt.Errorf("%w: %d iteration levels", errCorrupt, n)
-			}
-			task.Iter = nil
-			for range n {
-				task.Iter = append(task.Iter, r.i())
-			}
-			nh := r.u()
-			if nh > maxString {
-				return fmt.Errorf("%w: %d handles", errCorrupt, nh)
-			}
-			task.Handles = nil
-			if nh > 0 {
-				task.Handles = make([]Access, 0, nh)
-			}
-			for range nh {
-				a := Access{Handle: r.u(), Mode: uint8(r.u()), Size: r.u()}
-				a.Name = names[r.u()]
-				task.Handles = append(task.Handles, a)
-			}
-			task.Submitted = true
-			d.seen(task.Submit)
 		case kindReady:
 			task := b.task(r.u())
 			task.Ready = r.i()
@@ -316,6 +314,46 @@ func readNative(br io.ByteReader, t *Trace) error {
 	}
 }
 
+// submit reads a submit record's fields after the job number into x,
+// reusing its Iter and Handles.
+func (r *reader) submit(x *Task, names map[uint64]string) {
+	x.Name, x.Codelet, x.Model = names[r.u()], names[r.u()], names[r.u()]
+	x.Submit, x.Priority = r.i(), r.i()
+	flags := r.u()
+	if flags&submitTag != 0 {
+		x.Tag, x.HasTag = r.u(), true
+	}
+	if flags&submitFlops != 0 {
+		x.Flops = math.Float64frombits(r.u())
+	}
+	n := r.u()
+	if r.err == nil && n > 2 {
+		r.err = fmt.Errorf("%w: %d iteration levels", errCorrupt, n)
+		return
+	}
+	x.Iter = x.Iter[:0]
+	for range n {
+		x.Iter = append(x.Iter, r.i())
+	}
+	nh := r.u()
+	if r.err == nil && nh > maxString {
+		r.err = fmt.Errorf("%w: %d handles", errCorrupt, nh)
+		return
+	}
+	x.Handles = x.Handles[:0]
+	if r.err == nil && nh > uint64(cap(x.Handles)) {
+		x.Handles = make([]Access, 0, nh)
+	}
+	for k := uint64(0); k < nh && r.err == nil; k++ {
+		a := Access{Handle: r.u(), Mode: uint8(r.u()), Size: r.u()}
+		if r.version >= 2 {
+			a.Footprint = uint32(r.u())
+		}
+		a.Name = names[r.u()]
+		x.Handles = append(x.Handles, a)
+	}
+}
+
 // run reads a run record's fields after the job number into x.
 func (r *reader) run(x *Task) {
 	x.Worker = int(r.i())
@@ -326,6 +364,14 @@ func (r *reader) run(x *Task) {
 	x.Posted = flags&runPosted != 0
 	if flags&runPredicted != 0 {
 		x.Predicted, x.PredictedTransfer = r.i(), r.i()
+	}
+	x.SleepStart, x.SleepEnd = 0, 0
+	if flags&runSlept != 0 {
+		s, e := r.i(), r.i()
+		x.SleepStart, x.SleepEnd = x.Start-s, x.Start-e
+		if r.err == nil && x.SleepEnd < x.SleepStart {
+			r.err = fmt.Errorf("%w: job %d slept from %d to %d ns", errCorrupt, x.ID, x.SleepStart, x.SleepEnd)
+		}
 	}
 	x.Ran = r.err == nil
 }

@@ -17,9 +17,9 @@ package trace
 //
 // A worker's thread state (type S) is the codelet it executes (values
 // named after the codelets, as StarPU's), Fi (FetchingInput), Sc
-// (Scheduling) or Id (Idle: StarPU has none, its idle workers are in
-// Overhead or Sleeping, which this trace does not tell apart, see
-// states.go). A transfer is a link of type L from the source node's
+// (Scheduling), Sl (Sleeping, StarPU's value for a worker asleep waiting
+// for work) or Id (Idle: awake and waiting, where StarPU would show
+// Overhead; see states.go). A transfer is a link of type L from the source node's
 // memory manager to the destination's. A communication with another rank
 // is two MPIev events on the MPI thread (posted, completed): its peer's
 // containers are in that rank's own trace, so a link cannot join them.
@@ -119,6 +119,7 @@ const pajeTypes = `1	MPIP	0	"MPI Program"
 5	L	P	Mm	Mm	"Links between two Memory Managers"
 6	Fi	S	FetchingInput	"1.0 .1 1.0"
 6	Sc	S	Scheduling	".7 .36 .0"
+6	Sl	S	Sleeping	".9 .1 .0"
 6	Id	S	Idle	".9 .9 .9"
 `
 
@@ -241,6 +242,8 @@ func (t *Trace) WritePaje(w io.Writer, s Summary) error {
 			v = "Fi"
 		case StateScheduling:
 			v = "Sc"
+		case StateSleeping:
+			v = "Sl"
 		}
 		segs[st.Worker] = append(segs[st.Worker], seg{st.Start, st.End, v})
 	}

@@ -205,6 +205,24 @@ func TestWritePaje(t *testing.T) {
 		t.Errorf("the communication is missing:\n%s", b.String())
 	}
 
+	// A sleeping worker is StarPU's Sl: worker 0 asleep in its first gap.
+	var split []State
+	for _, st := range tr.States {
+		if st.Worker == 0 && st.Kind == StateIdle && st.Task == 1 {
+			split = append(split, State{0, StateIdle, st.Start, 12, 1}, State{0, StateSleeping, 12, st.End, 1})
+			continue
+		}
+		split = append(split, st)
+	}
+	tr.States = split
+	b.Reset()
+	if err := tr.WritePaje(&b, tr.Summarize()); err != nil {
+		t.Fatal(err)
+	}
+	if _, states := checkPaje(t, b.Bytes()); states["Sl"] != 1 {
+		t.Errorf("a sleeping state set %d times as Sl: %v", states["Sl"], states)
+	}
+
 	// A trace with no states: the gaps are idle.
 	tr.States = nil
 	b.Reset()

@@ -1,9 +1,10 @@
 package trace
 
 // The Gantt chart: one row per worker, per bus link and per peer rank
-// communicated with, tasks coloured by codelet, the workers' states
-// between tasks (idle, scheduling, fetching: states.go) shaded and
-// labelled, the critical path outlined and joined. Tasks narrower than a pixel merge with their neighbours of the
+// communicated with, tasks coloured by codelet (a task's tooltip lists
+// its handles with their modes, sizes and footprints), the workers'
+// states between tasks (idle, sleeping, scheduling, fetching: states.go)
+// shaded and labelled, the critical path outlined and joined. Tasks narrower than a pixel merge with their neighbours of the
 // same codelet, so that a run of a million tasks draws as a few thousand
 // rectangles.
 
@@ -26,6 +27,7 @@ const (
 	axisHeight  = 30.0
 	legendRow   = 18.0
 	idleColour  = "#e4e4e4"
+	sleepColour = "#c8c8d8"
 	schedColour = "#fff0a0"
 	fetchColour = "#a8d8f0"
 	xferColour  = "#7a7a7a"
@@ -182,6 +184,8 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 			fill = fetchColour
 		case StateScheduling:
 			fill = schedColour
+		case StateSleeping:
+			fill = sleepColour
 		}
 		title := fmt.Sprintf("%s %s, from %s to %s", st.Kind, human(st.End-st.Start), human(st.Start), human(st.End))
 		if st.Task != 0 {
@@ -197,6 +201,7 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 			if x.Failed {
 				title += ", failed"
 			}
+			title += handlesNote(x.Handles)
 			items[i] = item{start: x.Start, end: x.End, fill: fills[x.Kind()], crit: crit[x.ID], kind: x.Kind(), title: title}
 		}
 		// A trace with states draws them; one without, its gaps as idle.
@@ -331,7 +336,7 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 	}
 	// The legend.
 	ly := top + float64(len(rows))*(rowHeight+rowGap) + 10
-	items := []struct{ fill, stroke, label string }{{idleColour, "", "idle"}, {schedColour, "", "scheduling"}, {fetchColour, "", "fetching"},
+	items := []struct{ fill, stroke, label string }{{idleColour, "", "idle"}, {sleepColour, "", "sleeping"}, {schedColour, "", "scheduling"}, {fetchColour, "", "fetching"},
 		{xferColour, "", "transfer"}, {"white", critColour, "critical path"}}
 	if len(t.Comms) > 0 {
 		items = append(items, struct{ fill, stroke, label string }{sendColour, "", "send"}, struct{ fill, stroke, label string }{recvColour, "", "receive"})
@@ -353,11 +358,27 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 
 // legendItems is the number of entries in the legend.
 func legendItems(t *Trace, s Summary) int {
-	n := 5 + len(s.Codelets)
+	n := 6 + len(s.Codelets)
 	if len(t.Comms) > 0 {
 		n += 2
 	}
 	return n
+}
+
+// handlesNote lists a task's handles for its tooltip: number, mode, size,
+// footprint (when the trace has it) and name, a line each.
+func handlesNote(hs []Access) string {
+	var b strings.Builder
+	for _, h := range hs {
+		fmt.Fprintf(&b, "\nhandle %d %s, %d bytes", h.Handle, ModeString(h.Mode), h.Size)
+		if h.Footprint != 0 {
+			fmt.Fprintf(&b, ", footprint %08x", h.Footprint)
+		}
+		if h.Name != "" {
+			fmt.Fprintf(&b, ", %s", h.Name)
+		}
+	}
+	return b.String()
 }
 
 // merge turns a row's items, sorted by start, into boxes: items less than

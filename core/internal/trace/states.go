@@ -11,17 +11,28 @@ package trace
 //     worker was not running it yet: the policy's decision, the dispatch
 //     through the rings, the worker's wake-up; StarPU's "Overhead" and
 //     "Scheduling" together;
-//   - idle: the next task was not ready yet.
+//   - sleeping: the next task was not ready yet and the worker slept on
+//     its doorbell's futex (its driver reported the sleep with the task's
+//     completion: Task.SleepStart);
+//   - idle: the next task was not ready yet, and the worker was awake
+//     (polling its rings) or its driver said nothing of a sleep.
 //
-// After a worker's last task it is idle to the end of the run.
+// Sleeping is thus a part of what would otherwise be idle: where a
+// reported sleep overlaps fetching or scheduling, those win, as they say
+// why the worker waited (its data; the dispatch and its own wake-up,
+// which a sleep past the ready time is). A driver reports the first
+// sleep's start and the last one's end since its previous completion;
+// the deriver clips that to the gap, so the polling between two sleeps
+// in it (after a driver's idle timeout) counts as sleeping.
 //
-// Not derived: sleeping. A worker's driver spins, then sleeps on its
-// doorbell's futex, and does not tell the core when; idle covers both.
+// After a worker's last task it is idle to the end of the run: no
+// completion reports the sleep after it.
+//
 // Rejected: a record per state change from the drivers (a message per
-// wake-up on the hot path and a driver contract change, for what the
-// gaps give), and timing the gaps on the engine goroutine (a clock read
-// per dispatch on the dependency hop; the policy posts most tasks to the
-// workers itself, so the engine never sees when).
+// wake-up on the hot path, for what one completion can carry), and timing
+// the gaps on the engine goroutine (a clock read per dispatch on the
+// dependency hop; the policy posts most tasks to the workers itself, so
+// the engine never sees when).
 //
 // The deriver works in one pass over the records in file order, with
 // memory bounded by the workers and handles, so that the streaming
@@ -37,6 +48,9 @@ const (
 	StateIdle StateKind = iota + 1
 	StateScheduling
 	StateFetching
+	StateSleeping
+	// stateLast is the last state.
+	stateLast = StateSleeping
 )
 
 // String names k as the summary and the viewers do.
@@ -48,13 +62,15 @@ func (k StateKind) String() string {
 		return "scheduling"
 	case StateFetching:
 		return "fetching"
+	case StateSleeping:
+		return "sleeping"
 	}
 	return fmt.Sprintf("state %d", uint8(k))
 }
 
 // parseState is String's inverse; 0 for an unknown name.
 func parseState(s string) StateKind {
-	for k := StateIdle; k <= StateFetching; k++ {
+	for k := StateIdle; k <= stateLast; k++ {
 		if k.String() == s {
 			return k
 		}
@@ -172,7 +188,7 @@ func (d *stateDeriver) run(t *Task) {
 	if ready == 0 && !t.Submitted {
 		ready = g1 // nothing says when it was ready: idle
 	}
-	classify(g0, g1, ready, fetch, func(k StateKind, s, e int64) {
+	classify(g0, g1, ready, [2]int64{t.SleepStart, t.SleepEnd}, fetch, func(k StateKind, s, e int64) {
 		d.emit(State{Worker: w, Kind: k, Start: s, End: e, Task: t.ID})
 	})
 }
@@ -188,9 +204,11 @@ func (d *stateDeriver) finish() {
 }
 
 // classify splits the gap [g0, g1) into states: the union of fetch
-// (intervals inside the gap, in any order) is fetching; the rest is idle
-// before ready and scheduling after. Adjacent pieces of one state merge.
-func classify(g0, g1, ready int64, fetch [][2]int64, emit func(StateKind, int64, int64)) {
+// (intervals inside the gap, in any order) is fetching; the rest is
+// scheduling from ready on, and before it sleeping within sleep (the
+// worker's sleep, from its start to its end; {0, 0} none) and idle
+// elsewhere. Adjacent pieces of one state merge.
+func classify(g0, g1, ready int64, sleep [2]int64, fetch [][2]int64, emit func(StateKind, int64, int64)) {
 	sortIntervals(fetch)
 	var pk StateKind
 	var ps, pe int64
@@ -207,8 +225,17 @@ func classify(g0, g1, ready int64, fetch [][2]int64, emit func(StateKind, int64,
 		}
 		pk, ps, pe = k, s, e
 	}
+	idle := func(s, e int64) {
+		if ss, se := max(s, sleep[0]), min(e, sleep[1]); ss < se {
+			put(StateIdle, s, ss)
+			put(StateSleeping, ss, se)
+			put(StateIdle, se, e)
+			return
+		}
+		put(StateIdle, s, e)
+	}
 	rest := func(s, e int64) {
-		put(StateIdle, s, min(e, max(s, ready)))
+		idle(s, min(e, max(s, ready)))
 		put(StateScheduling, max(s, ready), e)
 	}
 	cur := g0

@@ -190,7 +190,7 @@ type SubmitEvent struct {
 
 // Submit records a task's submission.
 func (s *Stream) Submit(e *SubmitEvent) {
-	need := 64 + len(e.Name) + len(e.Codelet) + len(e.Model) + 32*len(e.Handles)
+	need := 64 + len(e.Name) + len(e.Codelet) + len(e.Model) + 40*len(e.Handles)
 	for _, h := range e.Handles {
 		need += len(h.Name)
 	}
@@ -244,6 +244,7 @@ func (s *Stream) Submit(e *SubmitEvent) {
 		a.u(h.Handle)
 		a.u(uint64(h.Mode))
 		a.u(h.Size)
+		a.u(uint64(h.Footprint))
 		switch {
 		case h.Name == "":
 			a.u(0)
@@ -331,17 +332,24 @@ type Rec struct {
 	// Predicted and PredictedTransfer are a run's predictions (Task's),
 	// -1 unknown; both unknown, the record leaves them out.
 	Predicted, PredictedTransfer int64
+	// SleepStart and SleepEnd are when the run's worker slept before it
+	// (Task's), 0 none.
+	SleepStart, SleepEnd int64
 }
+
+// maxRec bounds a batched record's size: a run record with predictions
+// and a sleep takes up to 82 bytes.
+const maxRec = 96
 
 // Write records recs, in order, under one lock.
 func (s *Stream) Write(recs []Rec) {
-	if !s.begin(64) {
+	if !s.begin(maxRec) {
 		return
 	}
 	a := &s.a
 	for i := range recs {
 		r := &recs[i]
-		s.flushIfFull(64)
+		s.flushIfFull(maxRec)
 		switch r.Kind {
 		case RecRun:
 			a.b = append(a.b, kindRun)
@@ -361,10 +369,19 @@ func (s *Stream) Write(recs []Rec) {
 			if pred {
 				flags |= runPredicted
 			}
+			slept := r.SleepEnd != 0
+			if slept {
+				flags |= runSlept
+			}
 			a.u(flags)
 			if pred {
 				a.i(r.Predicted)
 				a.i(r.PredictedTransfer)
+			}
+			if slept {
+				// Before the start: short varints.
+				a.i(r.Start - r.SleepStart)
+				a.i(r.Start - r.SleepEnd)
 			}
 		case RecEdge:
 			a.b = append(a.b, kindEdge)

@@ -34,8 +34,8 @@ func record(s *Stream) {
 	s.Describe(testWorkers, testNodes)
 	s.Plugin(origin+5, PluginStart, "driver-cpu", 100, "")
 	s.Submit(&SubmitEvent{ID: 1, Name: "a", Codelet: "gemm", Model: "m", Time: origin + 10, Priority: 3, Tag: 7, HasTag: true, Flops: 2e9,
-		Iter: [2]int64{4, 9}, NIter: 2, Handles: []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64, Name: "A"}, {Handle: 6, Mode: ModeR, Size: 32}}})
-	s.Submit(&SubmitEvent{ID: 2, Name: "b[0]", Codelet: "gemm", Time: origin + 20, Handles: []Access{{Handle: 5, Mode: ModeR, Size: 64, Name: "A"}}})
+		Iter: [2]int64{4, 9}, NIter: 2, Handles: []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64, Footprint: 0xa5a5a5a5, Name: "A"}, {Handle: 6, Mode: ModeR, Size: 32, Footprint: 6}}})
+	s.Submit(&SubmitEvent{ID: 2, Name: "b[0]", Codelet: "gemm", Time: origin + 20, Handles: []Access{{Handle: 5, Mode: ModeR, Size: 64, Footprint: 0xa5a5a5a5, Name: "A"}}})
 	s.Submit(&SubmitEvent{ID: 3, Name: "sync", Time: origin + 25})
 	s.Ready(1, origin+30)
 	s.Transfer(Transfer{Src: 0, Dst: 1, Bytes: 64, Handle: 5, Start: origin + 35, End: origin + 40})
@@ -58,10 +58,10 @@ func wantTrace(format string) *Trace {
 		Nodes:   []Node{{ID: 0, Name: "RAM"}, {ID: 1, Name: "opencl_0"}},
 		Tasks: []*Task{
 			{ID: 1, Name: "a", Codelet: "gemm", Model: "m", Priority: 3, Tag: 7, HasTag: true, Flops: 2e9, Iter: []int64{4, 9},
-				Handles:   []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64, Name: "A"}, {Handle: 6, Mode: ModeR, Size: 32}},
+				Handles:   []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64, Footprint: 0xa5a5a5a5, Name: "A"}, {Handle: 6, Mode: ModeR, Size: 32, Footprint: 6}},
 				Submitted: true, Ran: true, Submit: 10, Ready: 30, Worker: 0, Start: 40, End: 100, Footprint: 0xbeef,
 				Posted: true, Predicted: 55, PredictedTransfer: 0},
-			{ID: 2, Name: "b[0]", Codelet: "gemm", Handles: []Access{{Handle: 5, Mode: ModeR, Size: 64, Name: "A"}}, Preds: []uint64{1},
+			{ID: 2, Name: "b[0]", Codelet: "gemm", Handles: []Access{{Handle: 5, Mode: ModeR, Size: 64, Footprint: 0xa5a5a5a5, Name: "A"}}, Preds: []uint64{1},
 				Submitted: true, Ran: true, Submit: 20, Ready: 110, Worker: 1, Start: 120, End: 150, Footprint: 0xbeef, Failed: true,
 				Predicted: -1, PredictedTransfer: -1},
 			{ID: 3, Name: "sync", Preds: []uint64{1}, Submitted: true, Submit: 25, Worker: -1, Predicted: -1, PredictedTransfer: -1},
@@ -203,6 +203,93 @@ func TestStreamWriteError(t *testing.T) {
 	}
 	if err := s.Close(nil, nil); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Close = %v, want the write error", err)
+	}
+}
+
+// A run record's sleep goes through both formats: the task keeps it, and
+// the states split the gap with it (sleeping from 12 to 30, where task 1
+// became ready: its worker woke past that, which is scheduling).
+func TestStreamSleepRoundTrip(t *testing.T) {
+	for _, format := range []string{"native", "json"} {
+		t.Run(format, func(t *testing.T) {
+			var f memFile
+			s, err := NewStream(&f, origin, 42)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Describe(testWorkers[:1], testNodes[:1])
+			s.Submit(&SubmitEvent{ID: 1, Name: "a", Time: origin + 10})
+			s.Ready(1, origin+30)
+			s.Write([]Rec{{Kind: RecRun, ID: 1, Worker: 0, Start: origin + 40, End: origin + 100, Predicted: -1, PredictedTransfer: -1,
+				SleepStart: origin + 12, SleepEnd: origin + 35}})
+			if err := s.Close(testWorkers[:1], testNodes[:1]); err != nil {
+				t.Fatal(err)
+			}
+			file := f.Bytes()
+			if format == "json" {
+				var j bytes.Buffer
+				if err := ConvertChrome(&j, bytes.NewReader(file)); err != nil {
+					t.Fatal(err)
+				}
+				file = j.Bytes()
+			}
+			got, err := Read(bytes.NewReader(file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Tasks) != 1 || got.Tasks[0].SleepStart != 12 || got.Tasks[0].SleepEnd != 35 {
+				t.Fatalf("tasks %+v: want task 1 asleep from 12 to 35", got.Tasks)
+			}
+			want := []State{{0, StateIdle, 10, 12, 1}, {0, StateSleeping, 12, 30, 1}, {0, StateScheduling, 30, 40, 1}}
+			if !reflect.DeepEqual(got.States, want) {
+				t.Fatalf("states %v, want %v", got.States, want)
+			}
+		})
+	}
+}
+
+// A version 1 trace (no handle footprints, no sleeps) still reads, and
+// converts.
+func TestReadVersion1(t *testing.T) {
+	a := appender{b: []byte(magicV1)}
+	a.i(42)
+	a.b = append(a.b, kindName)
+	a.u(1)
+	a.str("scal")
+	a.b = append(a.b, kindSubmit)
+	for _, v := range []uint64{7, 1, 1, 0} { // id, name, codelet, model
+		a.u(v)
+	}
+	a.i(10) // submit time
+	a.i(0)  // priority
+	a.u(0)  // flags
+	a.u(0)  // iterations
+	a.u(1)  // one handle: number, mode, size, label
+	for _, v := range []uint64{5, ModeR | ModeW, 64, 0} {
+		a.u(v)
+	}
+	a.b = append(a.b, kindRun)
+	a.u(7)
+	a.i(0)
+	a.i(20)
+	a.i(30)
+	a.u(0xbeef)
+	a.u(0)
+	a.b = append(a.b, kindEnd)
+	want := &Task{ID: 7, Name: "scal", Codelet: "scal", Handles: []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64}},
+		Submitted: true, Ran: true, Submit: 10, Start: 20, End: 30, Footprint: 0xbeef, Predicted: -1, PredictedTransfer: -1}
+	var j bytes.Buffer
+	if err := ConvertChrome(&j, bytes.NewReader(a.b)); err != nil {
+		t.Fatalf("ConvertChrome: %v", err)
+	}
+	for name, in := range map[string][]byte{"native": a.b, "json": j.Bytes()} {
+		got, err := Read(bytes.NewReader(in))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !got.Complete || len(got.Tasks) != 1 || !reflect.DeepEqual(got.Tasks[0], want) {
+			t.Fatalf("%s: complete %v, tasks %+v; want %+v", name, got.Complete, got.Tasks, want)
+		}
 	}
 }
 

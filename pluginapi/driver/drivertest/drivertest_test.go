@@ -102,6 +102,8 @@ func TestFlawsCaught(t *testing.T) {
 		{flawExitAfterPass, "DeinitInFlight/BusyWithSchedRing", "queued before Deinit never completed", false},
 		{flawSlowDrain, "DeinitInFlight/WhileAsleep", "workers sat idle for more than", false},
 		{flawNoReinit, "InitAfterDeinit", "cannot start again", false},
+		{flawNoSleep, "SleepReported", "reports no sleep", false},
+		{flawNoSleep, "SleepReported", "reports no sleep", true},
 	}
 	for _, c := range cases {
 		name := c.flaw

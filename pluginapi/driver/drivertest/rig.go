@@ -469,6 +469,9 @@ func (r *Rig) read() error {
 			}
 			c.Err = bytes.Clone(c.Err)
 			w.Completion.Release()
+			if s, e := c.SleepStartNs, c.SleepEndNs; (s == 0) != (e == 0) || e < s || e > wire.Now() {
+				return fmt.Errorf("worker %d: completion for message %d reports a sleep from %d to %d ns: want both 0 (no sleep) or a start before its end, on wire.Now's clock", w.Index, c.ID, s, e)
+			}
 			if prev, dup := r.got[c.ID]; dup {
 				return fmt.Errorf("worker %d: a second completion for message %d (first: %s; second: %s)", w.Index, c.ID, describe(prev), describe(c))
 			}

@@ -86,6 +86,11 @@ const deinitLimit = 5 * time.Second
 //     leaves a worker with nothing queued, one task at a time (a
 //     dependency chain) and in bursts; the rig sleeps on the bell without
 //     polling the rings.
+//   - SleepReported: a worker left idle long enough to fall asleep on its
+//     bell says so on its next completion (wire.Completion.SleepStartNs),
+//     with times on wire.Now's clock, between its previous task and the
+//     next; driver.Rings does it for drivers that wait in Rings.Idle and
+//     post with Rings.Post.
 //   - UnknownKernel: a task of a kernel index the driver never listed
 //     fails with a message, and the worker goes on.
 //   - LongError (with h.Fail): an error longer than a completion ring's
@@ -129,6 +134,7 @@ func Run(t *testing.T, h Harness) {
 	}()
 	h.run(t, "", "ExactlyOnce", func(t *testing.T) { exactlyOnce(t, h) })
 	h.run(t, "", "LastCompletionRung", func(t *testing.T) { lastRung(t, h) })
+	h.run(t, "", "SleepReported", func(t *testing.T) { sleepReported(t, h) })
 	h.run(t, "", "UnknownKernel", func(t *testing.T) { unknownKernel(t, h) })
 	h.run(t, "", "LongError", func(t *testing.T) {
 		if h.Fail == nil {
@@ -355,6 +361,76 @@ func lastRung(t *testing.T, h Harness) {
 	for round := 0; round < 4; round++ {
 		ids, _ := spread(r, tasks, 64*len(r.Workers))
 		r.WaitRung(ids...)
+	}
+}
+
+// sleepNap is how long sleepReported first leaves the workers idle: far
+// beyond the rig's spin of 100 polls on an idle machine. A loaded one may
+// keep a polling worker off the CPU that long (it yields every 4 polls),
+// so a worker that reports no sleep gets naps twice as long, up to
+// maxNap. A driver's idle timeout within a nap costs nothing: the sleeps
+// before and after it merge.
+const (
+	sleepNap = 50 * time.Millisecond
+	maxNap   = 8 * sleepNap
+)
+
+// sleepReported leaves the workers idle, then gives each a task: its
+// completion must report a sleep that began after the worker's previous
+// task ended and before the task was sent (it may end after the task
+// started, for drivers that sleep while their device runs it), and the
+// sleeps must add up to a tenth of the naps at least (the rest is the
+// polling before each sleep, long on a loaded machine).
+func sleepReported(t *testing.T, h Harness) {
+	r := h.rig(t)
+	tasks := h.ok(r)
+	warm(r, tasks)
+	const rounds = 3
+	prevEnd := map[*Worker]int64{}
+	for _, w := range r.Workers {
+		prevEnd[w] = r.Got(w.Run(tasks[w.Index], false)).EndNs
+	}
+	slept, napped := map[*Worker]time.Duration{}, map[*Worker]time.Duration{}
+	for round := range rounds {
+		todo := slices.Clone(r.Workers)
+		for nap := sleepNap; len(todo) > 0; nap *= 2 {
+			time.Sleep(nap)
+			sent := map[*Worker]int64{}
+			ids := map[*Worker]uint64{}
+			for _, w := range todo {
+				sent[w] = wire.Now()
+				ids[w] = w.Run(tasks[w.Index], w.Sched != nil && round%2 == 1)
+			}
+			var again []*Worker
+			for _, w := range todo {
+				c := r.Got(ids[w])
+				if c.Failed {
+					t.Fatalf("worker %d: message %d failed: %s", w.Index, c.ID, c.Err)
+				}
+				s, e := c.SleepStartNs, c.SleepEndNs
+				switch {
+				case s == 0 && e == 0 && nap < maxNap:
+					again = append(again, w)
+				case s == 0 && e == 0:
+					t.Fatalf("worker %d, round %d: idle for %v before message %d, and its completion reports no sleep: a worker that sleeps on its bell reports it on its next completion (driver.Rings.Idle, Rings.Post)", w.Index, round, nap, c.ID)
+				case s < prevEnd[w] || s >= sent[w] || e < s:
+					// A driver that sleeps while its device runs the task
+					// may end its last sleep after the task's end: no bound
+					// there but the rig's clock (Rig.read).
+					t.Fatalf("worker %d, round %d: message %d reports a sleep from %d to %d ns; want it to start after its previous task's end (%d) and before the message was sent (%d), on wire.Now's clock", w.Index, round, c.ID, s, e, prevEnd[w], sent[w])
+				default:
+					slept[w] += time.Duration(e - s)
+					napped[w] += nap
+				}
+				prevEnd[w] = c.EndNs
+			}
+			todo = again
+		}
+	}
+	for _, w := range r.Workers {
+		if slept[w] < napped[w]/10 {
+			t.Fatalf("worker %d reports %v of sleep over naps of %v in all: want a tenth at least", w.Index, slept[w], napped[w])
+		}
 	}
 }
 

@@ -48,7 +48,7 @@ func TestPluginFlawsCaught(t *testing.T) {
 		RunPlugin(t, os.Args[0], nil, HonoursPriorities(), Timeout(3*time.Second), Tasks(500), Seed(1))
 		return
 	}
-	for _, f := range []flaw{duplicates, anyArch, ignorePriorities, hoard} {
+	for _, f := range []flaw{duplicates, anyArch, ignorePriorities, hoard, badImpl} {
 		f := flawNames[f]
 		t.Run(f.name, func(t *testing.T) {
 			// The two scenarios that catch these flaws: a hoarded task

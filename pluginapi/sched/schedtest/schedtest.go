@@ -8,8 +8,10 @@
 //	}
 //
 // Run checks that every pushed task is assigned exactly once, only to a
-// worker that can run it (Task.ArchMask, Task.Worker), whatever the
-// predictions, priorities and hints; that workers can be removed and added
+// worker that can run it (Task.ArchMask, Task.Worker), with an
+// implementation the task may run there when the policy chooses one
+// (Task.SetImpl among Task.Impls), whatever the predictions, priorities
+// and hints; that workers can be removed and added
 // while tasks are queued without losing any (a task only a removed worker
 // could run waits for a worker able to run it); that nothing is handed out
 // after Deinit; and, for a policy that says it honours priorities, that a
@@ -176,8 +178,13 @@ func (c *core) push(t *sched.Task) {
 		flags |= wire.PushLocality
 	}
 	p := wire.Push{ID: t.ID, Priority: t.Priority, ArchMask: t.ArchMask, Worker: t.Worker,
-		ReleasedBy: t.ReleasedBy, Codelet: t.Codelet, Flags: flags, Length: t.Length, Transfer: t.Transfer}
-	b, err := c.events.ReserveWait(wire.PushLen(len(p.Transfer)), c.alive)
+		ReleasedBy: t.ReleasedBy, Codelet: t.Codelet, Flags: flags, Length: t.Length, Transfer: t.Transfer, Impls: t.Impls}
+	for _, is := range t.Impls {
+		if len(is) > 0 {
+			p.Flags |= wire.PushImpls
+		}
+	}
+	b, err := c.events.ReserveWait(p.Len(), c.alive)
 	if err != nil {
 		c.t.Fatalf("push task %d: the policy stopped taking events: %v", t.ID, err)
 	}
@@ -301,7 +308,33 @@ func randomTask(rng *rand.Rand, id uint64, workers []sched.Worker) *sched.Task {
 			t.Transfer[i] = rng.Int63n(50_000)
 		}
 	}
+	if rng.Intn(3) == 0 {
+		randomImpls(rng, t)
+	}
 	return t
+}
+
+// randomImpls lists implementations for t, as the core does for a codelet
+// with several: on each architecture t may run, one to four, calibrated
+// or not, at least one of them usable, the others sometimes refused.
+func randomImpls(rng *rand.Rand, t *sched.Task) {
+	for a := range t.Impls {
+		if t.ArchMask&(1<<a) == 0 {
+			continue
+		}
+		n := 1 + rng.Intn(4)
+		usable := rng.Intn(n)
+		for i := 0; i < n; i++ {
+			im := sched.Impl{Length: -1, Kernel: int32(rng.Intn(100))}
+			if rng.Intn(4) != 0 {
+				im.Length = rng.Int63n(100_000)
+			}
+			if i != usable && rng.Intn(3) == 0 {
+				im.Kernel = -1
+			}
+			t.Impls[a] = append(t.Impls[a], im)
+		}
+	}
 }
 
 func workerByID(workers []sched.Worker, id int) *sched.Worker {
@@ -468,6 +501,13 @@ func checkAssign(t *testing.T, a wire.Assign, tasks []*sched.Task, pushed int, a
 	if !tk.CanRun(w) {
 		t.Fatalf("task %d (arch mask %#x, bound to %d) assigned to worker %d (%s), which cannot run it",
 			id, tk.ArchMask, tk.Worker, wid, w.Arch)
+	}
+	if a.Flags&wire.AssignImpl != 0 {
+		impls := tk.ImplsOn(w)
+		if i := int32(a.Impl); i < 0 || int(i) >= len(impls) || !impls[i].Usable() {
+			t.Fatalf("task %d assigned to worker %d (%s) with implementation %d, which it may not run there (implementations %+v): a policy chooses only among the usable Task.Impls of the worker's architecture",
+				id, wid, w.Arch, i, impls)
+		}
 	}
 	return id, wid
 }

@@ -22,10 +22,11 @@ const (
 	popAfterDeinit
 	ignorePriorities
 	hoard
+	badImpl
 )
 
-// prio is a correct policy (one queue, by priority then age) unless given
-// a flaw.
+// prio is a correct policy (one queue, by priority then age; the last
+// usable implementation when the core lists them) unless given a flaw.
 type prio struct {
 	flaw    flaw
 	workers map[int]sched.Worker
@@ -79,6 +80,16 @@ func (p *prio) Pop(id int) *sched.Task {
 		if t.CanRun(&w) || p.flaw == anyArch {
 			p.q = append(p.q[:i], p.q[i+1:]...)
 			p.last = t
+			impls := t.ImplsOn(&w)
+			for k := len(impls) - 1; k >= 0; k-- {
+				if impls[k].Usable() {
+					t.SetImpl(k)
+					break
+				}
+			}
+			if p.flaw == badImpl && len(impls) > 0 {
+				t.SetImpl(len(impls))
+			}
 			return t
 		}
 	}
@@ -112,7 +123,7 @@ func TestFlawsCaught(t *testing.T) {
 		Run(t, func() sched.Policy { return &prio{flaw: fl} }, HonoursPriorities(), Timeout(3*time.Second), Tasks(500), Seed(1))
 		return
 	}
-	for _, f := range []flaw{duplicates, anyArch, dropOnRemove, popAfterDeinit, ignorePriorities, hoard} {
+	for _, f := range []flaw{duplicates, anyArch, dropOnRemove, popAfterDeinit, ignorePriorities, hoard, badImpl} {
 		f := flawNames[f]
 		t.Run(f.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run", "^TestFlawsCaught$", "-test.count=1")
@@ -135,4 +146,5 @@ var flawNames = map[flaw]struct{ name, want string }{
 	popAfterDeinit:   {"pops-after-deinit", "after Deinit returned task"},
 	ignorePriorities: {"ignores-priorities", "while task"},
 	hoard:            {"keeps-a-task", "timed out"},
+	badImpl:          {"chooses-a-missing-implementation", "which it may not run there"},
 }

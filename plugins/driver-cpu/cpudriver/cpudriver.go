@@ -222,6 +222,8 @@ type worker struct {
 	exec wire.Exec
 	kctx kernel.Context
 	comp wire.Completion
+	// chain remembers the tasks that failed, for those queued behind them.
+	chain driver.Chain
 }
 
 func (d *Driver) newWorker(spec driver.WorkerSpec, spin int) (*worker, error) {
@@ -284,8 +286,16 @@ func (d *Driver) runRing(w *worker, r *shm.Ring, name string) error {
 		}
 		c := &w.comp
 		*c = wire.Completion{ID: w.exec.ID, StartNs: wire.Now(), Err: c.Err[:0]}
-		err := d.execute(w)
+		var err error
+		if w.chain.Skip(&w.exec) {
+			c.Skipped = true // its predecessor failed: the core reschedules it
+		} else {
+			err = d.execute(w)
+		}
 		c.EndNs = wire.Now()
+		if err != nil || c.Skipped {
+			w.chain.Failed(w.exec.ID)
+		}
 		// The completion is committed before the Exec is released: the
 		// core reads a drained scheduler ring as "every task posted there
 		// has completed" (driver.WorkerSpec.SchedRing).

@@ -17,11 +17,16 @@
 // and t goes to the worker of least fitness, as in StarPU. free(w) is when
 // w is expected to be done with what it was given: now, plus what is left
 // of its running task, plus the predicted lengths of the tasks after it.
-// When some worker's architecture has no calibrated prediction for t, the
-// policy calibrates instead, again as StarPU does: t goes to the
-// uncalibrated worker with the fewest tasks, so that every architecture
-// that can run t gets samples, and says so once per codelet and
-// architecture in the plugin's log. docs/design/scheduling.md has the
+// When the core lists t's implementations (sched.Task.Impls), the
+// decision is over (worker, implementation) pairs, as in StarPU: length is
+// then that of the implementation of least predicted length on the
+// worker's architecture, and t runs with it. When some worker's
+// architecture, or some implementation t may run there, has no calibrated
+// prediction for t, the policy calibrates instead, again as StarPU does: t
+// goes to the uncalibrated worker with the fewest tasks, with one of the
+// uncalibrated implementations in turn, so that every architecture and
+// implementation that can run t gets samples, and says so once per codelet
+// and architecture in the plugin's log. docs/design/scheduling.md has the
 // details.
 package dmda
 
@@ -62,6 +67,9 @@ type Policy struct {
 	getenv      func(string) string
 	now         func() int64 // monotonic ns; fields so tests can drive them
 	ends        []int64      // scratch for best, by position in workers.Slots
+	// calib counts the implementations chosen to be calibrated, so that
+	// they are taken in turn (schedkit.ChooseImpl).
+	calib uint
 
 	log hclog.Logger
 	// warned[c][a] is set once codelet c's missing model on architecture
@@ -217,41 +225,94 @@ func (p *Policy) RemoveWorkers(ids []int) {
 	}
 }
 
-// Push implements sched.Policy: it decides the task's worker now.
+// Push implements sched.Policy: it decides the task's worker, and its
+// implementation when the core lists them, now.
 func (p *Policy) Push(t *sched.Task) {
 	if p.closed {
 		return
 	}
+	t.SetImpl(-1) // a task placed again is decided again
 	now := p.now()
+	var s *slot
 	if t.Worker >= 0 {
-		if s := p.workers.Get(int(t.Worker)); s != nil {
-			p.assign(s, t, now)
-		} else {
+		if s = p.workers.Get(int(t.Worker)); s == nil {
 			p.workers.Park(t)
+			return
 		}
-		return
+	} else {
+		// Lengths per architecture, once per decision rather than per
+		// worker: the decision loops then cost what they did before
+		// implementations, and tasks with one skip the lookup.
+		l := t.Length
+		if t.HasImpls() {
+			implLengths(t, &l)
+		}
+		if s = p.calibrating(t, now, &l); s == nil {
+			if s = p.best(t, now, &l); s == nil {
+				p.workers.Park(t) // no worker can run it now
+				return
+			}
+		}
 	}
-	if s := p.calibrating(t, now); s != nil {
-		p.assign(s, t, now)
-		return
+	if len(s.Impls(t)) > 0 {
+		p.chooseImpl(s, t)
 	}
-	if s := p.best(t, now); s != nil {
-		p.assign(s, t, now)
-		return
+	p.assign(s, t, now)
+}
+
+// implLengths sets in l, for each architecture where the core lists t's
+// implementations, the predicted length (-1 when uncalibrated) of the one
+// chooseImpl takes there.
+func implLengths(t *sched.Task, l *[wire.NumArch]int64) {
+	for a, impls := range t.Impls {
+		if len(impls) > 0 {
+			if i, ns, _ := schedkit.ChooseImpl(impls, 0); i >= 0 {
+				l[a] = ns
+			}
+		}
 	}
-	p.workers.Park(t) // no worker can run it now
+}
+
+// lengthOn is s's entry of the lengths per architecture, -1 for an
+// unknown architecture.
+func lengthOn(s *slot, l *[wire.NumArch]int64) int64 {
+	if s.ArchIndex < 0 {
+		return -1
+	}
+	return l[s.ArchIndex]
+}
+
+// chooseImpl sets the implementation t runs with on s, when the core lists
+// them: an uncalibrated one, in turn, while there are some, else the
+// fastest (schedkit.ChooseImpl).
+func (p *Policy) chooseImpl(s *slot, t *sched.Task) {
+	i, _, calibrated := schedkit.ChooseImpl(s.Impls(t), p.calib)
+	if !calibrated {
+		p.calib++
+	}
+	t.SetImpl(i)
+}
+
+// chosenLength is t's predicted length on s with the implementation chosen
+// for it.
+func chosenLength(s *slot, t *sched.Task) int64 {
+	if i, impls := t.Impl(), s.Impls(t); i >= 0 && i < len(impls) {
+		return impls[i].Length
+	}
+	return s.Length(t)
 }
 
 // calibrating returns the worker for t when some worker that can run t has
-// no prediction for it: among those, the one with the fewest tasks, then
-// the one expected free first. It returns nil when every capable worker
-// has a prediction (or none can run t).
-func (p *Policy) calibrating(t *sched.Task, now int64) *slot {
+// no prediction for it (for an implementation t may run there, when the
+// core lists them): among those, the one with the fewest tasks, then the
+// one expected free first. It returns nil when every capable worker has a
+// prediction (or none can run t).
+func (p *Policy) calibrating(t *sched.Task, now int64, l *[wire.NumArch]int64) *slot {
 	var best *slot
 	var bestN int
 	var bestFree int64
 	for _, s := range p.workers.Slots() {
-		if !archCanRun(s, t) || s.Length(t) >= 0 {
+		if !archCanRun(s, t) || lengthOn(s, l) >= 0 {
 			continue
 		}
 		p.warnUncalibrated(t.Codelet, s.ArchIndex)
@@ -306,15 +367,16 @@ func archName(a int) driver.Arch {
 	return ""
 }
 
-// best returns the worker of least fitness for a calibrated t.
-func (p *Policy) best(t *sched.Task, now int64) *slot {
+// best returns the worker of least fitness for a calibrated t, each
+// worker with the implementation of least predicted length there.
+func (p *Policy) best(t *sched.Task, now int64, l *[wire.NumArch]int64) *slot {
 	minEnd := int64(math.MaxInt64)
 	p.ends = p.ends[:0]
 	slots := p.workers.Slots()
 	for _, s := range slots {
 		end := int64(-1)
 		if archCanRun(s, t) {
-			end = p.free(&s.State, t.Priority, now) + s.Length(t)
+			end = p.free(&s.State, t.Priority, now) + lengthOn(s, l)
 			minEnd = min(minEnd, end)
 		}
 		p.ends = append(p.ends, end)
@@ -357,7 +419,7 @@ func (p *Policy) free(w *wstate, prio int32, now int64) int64 {
 // does, the part of the transfer that would not overlap the work queued
 // before it.
 func (p *Policy) assign(s *slot, t *sched.Task, now int64) {
-	ns := max(s.Length(t), 0)
+	ns := max(chosenLength(s, t), 0)
 	if tr := s.Transfer(t); tr > 0 {
 		ns += max(now+tr-p.free(&s.State, t.Priority, now), 0)
 	}

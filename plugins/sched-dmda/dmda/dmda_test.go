@@ -314,11 +314,8 @@ func TestUncalibratedWarning(t *testing.T) {
 // and one Pop, with PostExec, over simulated workers (one GPU for every
 // seven CPUs, each GPU on its own memory node) and calibrated tasks.
 func BenchmarkDecision(b *testing.B) {
-	for _, sorted := range []bool{false, true} {
-		name := "dmda"
-		if sorted {
-			name = "dmdas"
-		}
+	for _, variant := range []string{"dmda", "dmdas", "dmda+impls"} {
+		name, sorted, impls := variant, variant == "dmdas", variant == "dmda+impls"
 		for _, n := range []int{2, 16, 64} {
 			b.Run(fmt.Sprintf("%s/workers=%d", name, n), func(b *testing.B) {
 				var clock int64 = 1
@@ -347,6 +344,10 @@ func BenchmarkDecision(b *testing.B) {
 					}
 					tasks[i] = sched.Task{ID: uint64(i), Priority: int32(rng.Intn(3)), ArchMask: bothArchs, Worker: -1, ReleasedBy: -1,
 						Length: [3]int64{1000 + rng.Int63n(1000), 100 + rng.Int63n(100), -1}, Transfer: tr}
+					if impls { // two CPU implementations, one CUDA one
+						l := tasks[i].Length
+						withImpls(&tasks[i], []int64{l[0], l[0] / 2}, []int64{l[1]})
+					}
 				}
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
@@ -362,5 +363,100 @@ func BenchmarkDecision(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// withImpls is mk with the implementations the core lists per
+// architecture: their predicted lengths (-1: uncalibrated; -2 stands for
+// one the task may not run).
+func withImpls(tk *sched.Task, cpuImpls, cudaImpls []int64) *sched.Task {
+	for a, lens := range map[driver.Arch][]int64{cpu: cpuImpls, cuda: cudaImpls} {
+		for i, ns := range lens {
+			im := sched.Impl{Length: ns, Kernel: int32(10 + i)}
+			if ns == -2 {
+				im = sched.Impl{Length: -1, Kernel: -1}
+			}
+			tk.Impls[driver.ArchIndex(a)] = append(tk.Impls[driver.ArchIndex(a)], im)
+		}
+	}
+	return tk
+}
+
+// queuedImpls is queued with each task's implementation: "id/impl".
+func queuedImpls(p *Policy) map[int][]string {
+	out := map[int][]string{}
+	for _, s := range p.workers.Slots() {
+		for t := p.Pop(s.ID); t != nil; t = p.Pop(s.ID) {
+			out[s.ID] = append(out[s.ID], fmt.Sprintf("%d/%d", t.ID, t.Impl()))
+		}
+	}
+	return out
+}
+
+// dmda decides (worker, implementation) pairs when the core lists a task's
+// implementations: the fastest, after each has been measured.
+func TestImplementationChoice(t *testing.T) {
+	cpuOnly := func(id uint64, lens ...int64) *sched.Task {
+		return withImpls(&sched.Task{ID: id, ArchMask: driver.ArchBit(cpu), Worker: -1, ReleasedBy: -1, Length: [3]int64{lens[0], -1, -1}}, lens, nil)
+	}
+	cases := []struct {
+		name  string
+		archs []driver.Arch
+		tasks []*sched.Task
+		want  string // fmt of queuedImpls(p)
+	}{
+		{"the fastest", []driver.Arch{cpu, cpu},
+			[]*sched.Task{cpuOnly(1, 90, 20), cpuOnly(2, 90, 20), cpuOnly(3, 90, 20)},
+			"map[0:[1/1 3/1] 1:[2/1]]"},
+		{"roles swapped", []driver.Arch{cpu, cpu},
+			[]*sched.Task{cpuOnly(1, 20, 90), cpuOnly(2, 20, 90)},
+			"map[0:[1/0] 1:[2/0]]"},
+		{"uncalibrated ones measured first, in turn", []driver.Arch{cpu, cpu},
+			[]*sched.Task{cpuOnly(1, 10, -1, -1), cpuOnly(2, 10, -1, -1), cpuOnly(3, 10, -1, -1), cpuOnly(4, 10, -1, -1)},
+			"map[0:[1/1 3/1] 1:[2/2 4/2]]"},
+		{"one the task may not run is never chosen", []driver.Arch{cpu},
+			[]*sched.Task{cpuOnly(1, -2, 50), cpuOnly(2, -2, 50)},
+			"map[0:[1/1 2/1]]"},
+		{"worker and implementation together", []driver.Arch{cpu, cuda},
+			[]*sched.Task{
+				withImpls(mk(1, 1000, 300), []int64{1000, 800}, []int64{300}),
+				withImpls(mk(2, 1000, 300), []int64{1000, 800}, []int64{300}),
+				withImpls(mk(3, 1000, 300), []int64{1000, 800}, []int64{300}),
+			},
+			"map[0:[3/1] 1:[1/0 2/0]]"}, // cuda ends 300, 600; then cpu 800 < cuda 900
+		{"bound to a worker", []driver.Arch{cpu, cpu},
+			[]*sched.Task{withImpls(&sched.Task{ID: 1, ArchMask: bothArchs, Worker: 1, Length: [3]int64{50, -1, -1}}, []int64{50, 30}, nil)},
+			"map[1:[1/1]]"},
+		{"no list: the core chooses", []driver.Arch{cpu},
+			[]*sched.Task{mk(1, 10, -1)}, "map[0:[1/-1]]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var clock int64 = 1000
+			p := newPolicy(t, &clock, false, c.archs...)
+			for _, tk := range c.tasks {
+				p.Push(tk)
+			}
+			if got := fmt.Sprint(queuedImpls(p)); got != c.want {
+				t.Fatalf("queues %s, want %s", got, c.want)
+			}
+		})
+	}
+}
+
+// A task decided again (its worker left) gets the implementation of its
+// new worker's architecture, charged at that implementation's length.
+func TestImplementationDecidedAgain(t *testing.T) {
+	var clock int64 = 1000
+	p := newPolicy(t, &clock, false, cpu, cuda)
+	tk := withImpls(mk(1, 1000, 100), []int64{1000, 700, 900}, []int64{400, 100})
+	p.Push(tk)
+	if s := p.workers.Get(1); s.State.q.Len() != 1 || tk.Impl() != 1 {
+		t.Fatalf("task on the GPU with implementation %d, want the GPU's fastest, 1", tk.Impl())
+	}
+	p.RemoveWorkers([]int{1})
+	s := p.workers.Get(0)
+	if s.State.q.Len() != 1 || tk.Impl() != 1 || s.State.q.Cost() != 700 {
+		t.Fatalf("after the GPU left: implementation %d charged %d ns on the CPU, want 1 and 700", tk.Impl(), s.State.q.Cost())
 	}
 }
