@@ -48,10 +48,11 @@ type TraceSummary struct {
 	Efficiency float64
 	// Codelets is the number of tasks per codelet.
 	Codelets map[string]int
-	// Fetching, Scheduling and Idle are the workers' time between tasks
-	// within the makespan, summed over the workers: waiting for their next
-	// task's data, for a ready task to start, for a task to be ready.
-	Fetching, Scheduling, Idle time.Duration
+	// Fetching, Scheduling, Sleeping and Idle are the workers' time
+	// between tasks within the makespan, summed over the workers: waiting
+	// for their next task's data, for a ready task to start, asleep on
+	// their doorbell with no task ready, awake with no task ready.
+	Fetching, Scheduling, Sleeping, Idle time.Duration
 	// Plugins are the plugin process events, as "start driver-cpu",
 	// "exit driver-cpu", "restart driver-cpu", in order; Comms counts the
 	// communications with other processes (TraceComm).
@@ -73,6 +74,7 @@ func (f *TraceFile) Summary() TraceSummary {
 	for _, w := range s.Workers {
 		out.Fetching += time.Duration(w.Fetching)
 		out.Scheduling += time.Duration(w.Scheduling)
+		out.Sleeping += time.Duration(w.Sleeping)
 		out.Idle += time.Duration(w.Idle)
 	}
 	for _, p := range f.t.Plugins {

@@ -62,6 +62,11 @@ func TestTraceSleepAndFootprints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if tf, err := core.ReadTraceFile(path); err != nil {
+		t.Fatal(err)
+	} else if s := tf.Summary().Sleeping; s <= 0 {
+		t.Errorf("the trace's summary gives %v of sleep; want some", s)
+	}
 	byID := map[uint64]*trace.Task{}
 	for _, x := range tr.Tasks {
 		byID[x.ID] = x
