@@ -735,6 +735,13 @@ func (e *engine) encodeExec(b []byte, j *job, k int32, flags uint32, node int) {
 // while calibrating). Called by push, from any goroutine: it only reads;
 // the engine sets j.impl to the same choice once it learns where j runs.
 func (e *engine) postKernel(j *job, c *SchedContext) int32 {
+	return e.postKernelImpl(j, c, int(j.impl))
+}
+
+// postKernelImpl is postKernel for a job whose implementation is i (-1:
+// not chosen yet). Chaining asks it of jobs the engine may be assigning
+// as it asks: it must not read their impl.
+func (e *engine) postKernelImpl(j *job, c *SchedContext, i int) int32 {
 	rt := e.rt
 	if e.postDriver < 0 || c != rt.global || rt.multiNode || j.sub {
 		return -1
@@ -743,7 +750,6 @@ func (e *engine) postKernel(j *job, c *SchedContext) int32 {
 		return -1
 	}
 	d := e.postDriver
-	i := int(j.impl)
 	if i < 0 {
 		mask := j.implMaskOf(d)
 		if mask == 0 || (rt.calibrate && mask&(mask-1) != 0) {

@@ -79,10 +79,12 @@ const chainTaskBits = chainOn | chainAccepted | chainDepsMet | chainRan
 // as s alone says.
 func (rt *Runtime) chainable(s *job) bool {
 	t := s.task
+	// A job waiting for dependencies has no implementation chosen (the
+	// engine chooses it at dispatch: -1).
 	return rt.chains && t != nil && s.acquire == nil && s.cl != nil && !s.nowhere && !s.arb && !s.sub &&
 		s.ctx == nil && s.pinned < 0 && t.PrologueCallback == nil && t.WorkerOrder == 0 &&
 		!(s.cl.retryable && rt.cfg.PluginRestarts > 0) && !rt.engine.checks.Load() &&
-		rt.engine.postKernel(s, rt.global) >= 0
+		s.status.Load() == uint32(statusWaiting) && rt.engine.postKernelImpl(s, rt.global, -1) >= 0
 }
 
 // solePred is the job every one of s's dependencies is on, or nil. For a
