@@ -871,9 +871,10 @@ func (e *engine) drainCompletions() {
 				e.rt.log.Error("worker completed an unknown task", "worker", w.id, "task", c.ID)
 				continue
 			}
-			if j.worker < 0 && j.sctx != nil {
+			if j.worker < 0 && j.sctx != nil && j.manyImpls(w.driverIdx) {
 				// Posted by the scheduler, its Assign not read yet: read
-				// it first, for the implementation the task ran with.
+				// it first, for the implementation the task ran with
+				// (with one, there is nothing to learn from it).
 				e.track(j)
 				e.drainContext(j.sctx)
 				if e.untrack(j.id) == nil {

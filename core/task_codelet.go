@@ -421,6 +421,13 @@ func (j *job) implMaskOf(d int) uint8 {
 	return j.cl.implMask[d]
 }
 
+// manyImpls reports whether j may run more than one implementation on
+// driver d: whether a policy's choice of implementation can matter there.
+func (j *job) manyImpls(d int) bool {
+	m := j.implMaskOf(d)
+	return m&(m-1) != 0
+}
+
 // chooseImpl picks the implementation job j runs on driver d when the
 // policy did not: the first one allowed, or the next in turn when
 // calibrating. Engine goroutine only.

@@ -25,8 +25,7 @@ import (
 // runs, whichever index it has; under ws the core runs the first one.
 // x tells how many times the slow kernel really ran, which must be what
 // Profiling says: the posted Execs carry the chosen kernel. Then, the
-// models calibrated, independent tasks spread over both workers run the
-// fast one too.
+// models calibrated, independent tasks run the fast one too.
 func TestPolicyChoosesImplementation(t *testing.T) {
 	const slow, fast = blasarg.ScalF32, blasarg.Empty
 	const n, tail = 60, 30

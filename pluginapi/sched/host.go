@@ -249,7 +249,7 @@ func (h *Host) drain() error {
 				t.Transfer = append([]int64(nil), p.Transfer...)
 			}
 			if p.Flags&wire.PushImpls != 0 {
-				copyImpls(&t.Impls, &p.Impls)
+				t.Impls = copyImpls(&p.Impls)
 			}
 			if len(p.Exec) > 0 && h.rings != nil {
 				t.exec = append([]byte(nil), p.Exec...)
@@ -446,13 +446,14 @@ func (h *Host) offer() (int, error) {
 	}
 }
 
-// copyImpls copies a Push's implementations into dst, in one allocation:
-// the Push's storage is reused for the next message.
-func copyImpls(dst, src *[wire.NumArch][]wire.Impl) {
+// copyImpls copies a Push's implementations, whose storage the next
+// message reuses.
+func copyImpls(src *[wire.NumArch][]wire.Impl) *[wire.NumArch][]wire.Impl {
 	n := 0
 	for _, is := range src {
 		n += len(is)
 	}
+	dst := new([wire.NumArch][]wire.Impl)
 	buf := make([]wire.Impl, 0, n)
 	for a, is := range src {
 		if len(is) > 0 {
@@ -461,6 +462,7 @@ func copyImpls(dst, src *[wire.NumArch][]wire.Impl) {
 			dst[a] = buf[start:len(buf):len(buf)]
 		}
 	}
+	return dst
 }
 
 // assign sends the decision to run t on worker id, with the implementation
@@ -476,7 +478,7 @@ func (h *Host) assign(id int, t *Task) (posted bool, err error) {
 	impl, kernel := t.Impl(), int32(-1)
 	if len(t.exec) > 0 && id < len(h.rings) && h.rings[id] != nil {
 		wr = h.rings[id]
-		if impl >= 0 && wr.arch >= 0 && impl < len(t.Impls[wr.arch]) {
+		if impl >= 0 && wr.arch >= 0 && t.Impls != nil && impl < len(t.Impls[wr.arch]) {
 			kernel = t.Impls[wr.arch][impl].Kernel
 		}
 		if impl < 0 || kernel >= 0 {

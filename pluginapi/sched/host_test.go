@@ -298,3 +298,19 @@ func TestHostRejectsRingOfUnknownWorker(t *testing.T) {
 		t.Fatal("Init accepted a scheduler ring for worker 5, which it does not schedule")
 	}
 }
+
+// SetImpl keeps what the policy chose, so that the core's refusal names it.
+func TestSetImpl(t *testing.T) {
+	for _, c := range []struct{ set, want int }{
+		{-1, -1}, {0, 0}, {7, 7}, {-5, -5}, {1 << 40, 1<<31 - 2}, {-1 << 40, 1<<31 - 2},
+	} {
+		var tk Task
+		if tk.Impl() != -1 {
+			t.Fatalf("a new task's Impl is %d, want -1 (the core chooses)", tk.Impl())
+		}
+		tk.SetImpl(c.set)
+		if got := tk.Impl(); got != c.want {
+			t.Errorf("SetImpl(%d): Impl() = %d, want %d", c.set, got, c.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ package sched
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
@@ -50,20 +51,23 @@ type Task struct {
 	// Transfer[n] is the predicted time in ns to bring the task's input data
 	// to memory node n (Worker.Node); nil on a machine with one memory node.
 	Transfer []int64
-	// Impls[a] lists the implementations of the task's codelet on
-	// architecture a (indexed by driver.ArchIndex), when the codelet has a
-	// performance model and the task may run more than one of them on some
-	// architecture: Impls[a][i] is implementation i, with its predicted
-	// length (-1 while uncalibrated) and whether the task may run it
-	// (Usable). The policy may then choose one with SetImpl. Where Impls is
-	// nil the core chooses, and Length is all there is to know: the
-	// prediction of the implementation the core runs when the policy
-	// leaves the choice to it (the first usable one).
-	Impls [wire.NumArch][]Impl
+	// Impls, when not nil, lists per architecture (indexed by
+	// driver.ArchIndex) the implementations of the task's codelet: the
+	// core sends them when the codelet has a performance model and the
+	// task may run more than one of them on some architecture.
+	// (*Impls)[a][i] is implementation i on architecture a, with its
+	// predicted length (-1 while uncalibrated) and whether the task may run
+	// it (Usable); ImplsOn reads it for a worker. The policy may then
+	// choose one with SetImpl. Where there is no list the core chooses,
+	// and Length is all there is to know: the prediction of the
+	// implementation the core runs when the policy leaves the choice to
+	// it (the first usable one). A pointer, nil for most tasks, so that a
+	// task stays small: policies queue many.
+	Impls *[wire.NumArch][]Impl
 
 	// impl is the implementation SetImpl chose, plus one: 0 leaves the
 	// choice to the core.
-	impl int
+	impl int32
 	// exec is the Exec the host posts to a worker's scheduler ring, when
 	// the core sent one.
 	exec []byte
@@ -79,20 +83,13 @@ type Impl = wire.Impl
 // HasImpls reports whether the core listed t's implementations (Impls) on
 // some architecture: a policy that chooses among them can skip looking
 // when it did not.
-func (t *Task) HasImpls() bool {
-	for _, is := range t.Impls {
-		if len(is) > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (t *Task) HasImpls() bool { return t.Impls != nil }
 
 // ImplsOn is the implementations of t on w's architecture (Task.Impls),
 // nil when the core chooses there.
 func (t *Task) ImplsOn(w *Worker) []Impl {
 	i := driver.ArchIndex(w.Arch)
-	if i < 0 {
+	if i < 0 || t.Impls == nil {
 		return nil
 	}
 	return t.Impls[i]
@@ -103,11 +100,16 @@ func (t *Task) ImplsOn(w *Worker) []Impl {
 // usable implementation, or -1 to leave the choice to the core (the
 // default). The core refuses a task whose chosen implementation the worker
 // cannot run, failing it with an error that names the implementation.
-func (t *Task) SetImpl(i int) { t.impl = i + 1 }
+func (t *Task) SetImpl(i int) {
+	if i <= math.MinInt32 || i >= math.MaxInt32 {
+		i = math.MaxInt32 - 1 // no such implementation either: refused
+	}
+	t.impl = int32(i + 1)
+}
 
 // Impl is the implementation chosen by SetImpl, or -1 when the core
 // chooses.
-func (t *Task) Impl() int { return t.impl - 1 }
+func (t *Task) Impl() int { return int(t.impl) - 1 }
 
 // LengthOn is the predicted execution time of t on w's architecture, or -1.
 func (t *Task) LengthOn(w *Worker) int64 {

@@ -5,7 +5,7 @@ import "github.com/starpu-go/starpu/pluginapi/sched"
 // Impls is the implementations of t on the worker's architecture
 // (t.ImplsOn): nil when the core chooses there.
 func (s *Slot[S]) Impls(t *sched.Task) []sched.Impl {
-	if s.ArchIndex < 0 {
+	if s.ArchIndex < 0 || t.Impls == nil {
 		return nil
 	}
 	return t.Impls[s.ArchIndex]

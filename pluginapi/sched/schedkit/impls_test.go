@@ -44,6 +44,10 @@ func TestSlotImpls(t *testing.T) {
 	var tb Table[int]
 	tb.Add([]sched.Worker{{ID: 0, Arch: driver.CPU}, {ID: 1, Arch: driver.CUDA, Node: 1}, {ID: 2, Arch: "fpga"}})
 	tk := &sched.Task{}
+	if got := tb.Get(1).Impls(tk); got != nil {
+		t.Errorf("no list: %v, want nil", got)
+	}
+	tk.Impls = &[wire.NumArch][]sched.Impl{}
 	tk.Impls[driver.ArchIndex(driver.CUDA)] = []wire.Impl{{Length: 3, Kernel: 0}, {Length: 1, Kernel: 1}}
 	if got := tb.Get(0).Impls(tk); got != nil {
 		t.Errorf("CPU worker: %v, want nil (the core chooses)", got)

@@ -178,11 +178,10 @@ func (c *core) push(t *sched.Task) {
 		flags |= wire.PushLocality
 	}
 	p := wire.Push{ID: t.ID, Priority: t.Priority, ArchMask: t.ArchMask, Worker: t.Worker,
-		ReleasedBy: t.ReleasedBy, Codelet: t.Codelet, Flags: flags, Length: t.Length, Transfer: t.Transfer, Impls: t.Impls}
-	for _, is := range t.Impls {
-		if len(is) > 0 {
-			p.Flags |= wire.PushImpls
-		}
+		ReleasedBy: t.ReleasedBy, Codelet: t.Codelet, Flags: flags, Length: t.Length, Transfer: t.Transfer}
+	if t.Impls != nil {
+		p.Flags |= wire.PushImpls
+		p.Impls = *t.Impls
 	}
 	b, err := c.events.ReserveWait(p.Len(), c.alive)
 	if err != nil {
@@ -318,6 +317,7 @@ func randomTask(rng *rand.Rand, id uint64, workers []sched.Worker) *sched.Task {
 // with several: on each architecture t may run, one to four, calibrated
 // or not, at least one of them usable, the others sometimes refused.
 func randomImpls(rng *rand.Rand, t *sched.Task) {
+	t.Impls = new([wire.NumArch][]sched.Impl)
 	for a := range t.Impls {
 		if t.ArchMask&(1<<a) == 0 {
 			continue

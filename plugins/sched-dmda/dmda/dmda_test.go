@@ -11,6 +11,7 @@ import (
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/sched"
+	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
 const (
@@ -370,6 +371,7 @@ func BenchmarkDecision(b *testing.B) {
 // architecture: their predicted lengths (-1: uncalibrated; -2 stands for
 // one the task may not run).
 func withImpls(tk *sched.Task, cpuImpls, cudaImpls []int64) *sched.Task {
+	tk.Impls = new([wire.NumArch][]sched.Impl)
 	for a, lens := range map[driver.Arch][]int64{cpu: cpuImpls, cuda: cudaImpls} {
 		for i, ns := range lens {
 			im := sched.Impl{Length: ns, Kernel: int32(10 + i)}
