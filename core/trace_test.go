@@ -246,7 +246,7 @@ func TestTraceTransfersAndStats(t *testing.T) {
 		t.Errorf("fetching %v, scheduling %v: want both", s.Fetching, s.Scheduling)
 	}
 	whole := float64(s.Makespan) * float64(s.Workers)
-	covered := s.Efficiency*whole + float64(s.Fetching+s.Scheduling+s.Idle)
+	covered := s.Efficiency*whole + float64(s.Fetching+s.Scheduling+s.Sleeping+s.Idle)
 	if math.Abs(covered-whole) > whole/100 {
 		t.Errorf("executing and the states cover %v of %d workers x the makespan %v", time.Duration(covered), s.Workers, s.Makespan)
 	}
