@@ -485,22 +485,33 @@ func (h *Host) assign(id int, t *Task) (posted bool, err error) {
 			slot = wr.ring.Reserve(len(t.exec))
 		}
 	}
+	if err := h.decide(id, t, wr, slot, kernel); err != nil {
+		return false, err
+	}
+	return slot != nil, nil
+}
+
+// decide writes the Assign of t to worker id, flagged AssignPosted when
+// slot, reserved in wr, is to take t's Exec (with its kernel index set to
+// kernel unless -1); the Assign goes first, so the core knows where t runs
+// before it completes.
+func (h *Host) decide(id int, t *Task, wr *workerRing, slot []byte, kernel int32) error {
 	b, err := h.decisions.ReserveWait(wire.AssignSize, func() bool { return !h.stop.Load() })
 	if err != nil {
-		return false, fmt.Errorf("decisions ring: %w", err)
+		return fmt.Errorf("decisions ring: %w", err)
 	}
 	a := wire.Assign{Worker: int32(id), ID: t.ID}
 	if slot != nil {
 		a.Flags = wire.AssignPosted
 	}
-	if impl != -1 {
+	if impl := t.Impl(); impl != -1 {
 		a.Flags |= wire.AssignImpl
 		a.Impl = uint32(impl)
 	}
 	a.Encode(b)
 	h.decisions.Commit()
 	if slot == nil {
-		return false, nil
+		return nil
 	}
 	copy(slot, t.exec)
 	if kernel >= 0 {
@@ -509,5 +520,5 @@ func (h *Host) assign(id int, t *Task) (posted bool, err error) {
 	wr.ring.Commit()
 	wr.mustRing = true
 	t.exec = nil
-	return true, nil
+	return nil
 }

@@ -157,19 +157,9 @@ func (h *Host) placed(id uint64, w int, posted bool) error {
 func (h *Host) postChained(w int, t *Task) bool {
 	wr := h.rings[w]
 	slot := wr.ring.Reserve(len(t.exec))
-	if slot == nil {
-		return false
+	if slot == nil || h.decide(w, t, wr, slot, -1) != nil {
+		return false // no room; or stopping, the slot never committed
 	}
-	b, err := h.decisions.ReserveWait(wire.AssignSize, func() bool { return !h.stop.Load() })
-	if err != nil {
-		return false // stopping; the reserved slot is never committed
-	}
-	a := wire.Assign{Worker: int32(w), ID: t.ID, Flags: wire.AssignPosted}
-	a.Encode(b)
-	h.decisions.Commit()
-	copy(slot, t.exec)
-	wr.ring.Commit()
-	wr.mustRing = true
 	h.inflight[w]++
 	return true
 }

@@ -1,7 +1,9 @@
 package sched
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/wire"
@@ -117,5 +119,25 @@ func TestHostChainsWithinDepth(t *testing.T) {
 	}
 	if order[0] != 3 || order[1] != 4 || order[2] != 5 || order[3] != 9 {
 		t.Errorf("decisions after room was made: %v, want 3 4 5 9", order)
+	}
+}
+
+// A Push flagged PushAfter whose Exec names no predecessor is a broken
+// core: the host stops with an error saying so.
+func TestHostChainWithoutPredecessor(t *testing.T) {
+	h, hr := startHostOf(t, &chaining{}, []Worker{{ID: 0, Arch: driver.CPU}}, map[int]uint64{0: 1 << 16}, 4)
+	p := wire.Push{ID: 7, Worker: -1, ReleasedBy: -1, ArchMask: driver.ArchBit(driver.CPU), Length: [wire.NumArch]int64{-1, -1, -1},
+		Flags: wire.PushExec | wire.PushAfter, Exec: execFor(7)}
+	b := hr.events.Reserve(wire.PushLen(0) + len(p.Exec))
+	p.Encode(b)
+	hr.events.Commit()
+	hr.bell.Ring()
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host goes on after a chained Push without ExecAfter")
+	}
+	if err := h.Deinit(t.Context()); err == nil || !strings.Contains(err.Error(), "without an Exec flagged ExecAfter") {
+		t.Fatalf("Deinit: %v, want the chained Push named", err)
 	}
 }
