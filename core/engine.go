@@ -884,6 +884,7 @@ func (e *engine) drainCompletions() {
 			if j.worker < 0 { // posted by the scheduler, echo not read yet
 				j.worker, j.posted = int32(w.id), true
 				e.rt.assign(j, w)
+				e.notePrediction(j, w) // before record adds this run
 				if j.chain.Load()&chainOn != 0 {
 					e.rt.chainAccepted(j)
 				}

@@ -32,7 +32,10 @@ package core
 //   - The core keeps S's dependencies as they are: releasing them marks S
 //     ready (chainDepsMet) instead of pushing it, and a run that ends
 //     before they are released (the predecessor's completion waiting for
-//     a write-through) completes S only once they are.
+//     a write-through) completes S only once they are. The release marks
+//     an unchained job too, and S is chained only while the bit is clear,
+//     both by compare-and-swap: Submit may chain S while the engine
+//     releases it, and exactly one of them must push it.
 //
 // What is chained: a task of the global context on a machine with RAM
 // only, whose Exec the core encodes at push time (engine.postKernel), with
@@ -150,23 +153,7 @@ func (rt *Runtime) tryChain(s, p *job) bool {
 		ts.mu.Lock()
 	}
 	s.mu.Lock()
-	ok := s.chain.Load()&chainTaskBits == 0 && s.status.Load() == uint32(statusWaiting) && solePred(s) == p
-	if ok {
-		for {
-			old := p.chain.Load()
-			if old&chainHasSucc != 0 {
-				ok = false
-				break
-			}
-			if p.chain.CompareAndSwap(old, old|chainHasSucc) {
-				break
-			}
-		}
-	}
-	if ok {
-		s.chainPred = p.id
-		s.chain.Or(chainOn)
-	}
+	ok := s.chain.Load()&chainTaskBits == 0 && s.status.Load() == uint32(statusWaiting) && solePred(s) == p && s.chainClaim(p)
 	s.mu.Unlock()
 	if ts != nil {
 		ts.mu.Unlock()
@@ -176,6 +163,34 @@ func (rt *Runtime) tryChain(s, p *job) bool {
 	}
 	rt.push(s, -1)
 	return true
+}
+
+// chainClaim marks s chained behind p, unless p has a chained successor
+// or s's dependencies were released meanwhile (the engine may be
+// releasing s: ready's chainReady sets chainDepsMet on an unchained job,
+// and chainOn is only set on a job without it, so that exactly one of
+// them pushes s). Losing the second race, p keeps chainHasSucc, which
+// only spares it a chained successor.
+func (s *job) chainClaim(p *job) bool {
+	for {
+		old := p.chain.Load()
+		if old&chainHasSucc != 0 {
+			return false
+		}
+		if p.chain.CompareAndSwap(old, old|chainHasSucc) {
+			break
+		}
+	}
+	s.chainPred = p.id
+	for {
+		old := s.chain.Load()
+		if old&chainTaskBits != 0 {
+			return false
+		}
+		if s.chain.CompareAndSwap(old, old|chainOn) {
+			return true
+		}
+	}
 }
 
 // chainSubmitted is called once s is submitted and waits for
@@ -254,12 +269,18 @@ func chainSucc(p *job) *job {
 
 // chainReady is ready's first step for a job whose dependencies are met:
 // for a chained job it records that, starts it if the policy queued it,
-// and reports true; false for any other job.
+// and reports true. Any other job it marks chainDepsMet, so that a
+// tryChain racing with its release (Submit's, or another worker's
+// completion's) cannot chain it while ready pushes it, and reports false.
 func (rt *Runtime) chainReady(j *job) bool {
 	for {
 		old := j.chain.Load()
 		if old&chainOn == 0 {
-			return false
+			// Marked so that tryChain, racing, cannot chain it now.
+			if old&chainDepsMet != 0 || j.chain.CompareAndSwap(old, old|chainDepsMet) {
+				return false
+			}
+			continue
 		}
 		if j.chain.CompareAndSwap(old, old|chainDepsMet) {
 			switch {
