@@ -49,6 +49,9 @@ type Handle struct {
 	// mf, for multiformat data, gives its layout on each device node and
 	// the conversions to and from it (data_multiformat.go).
 	mf *multiformat
+	// fp is footprint()'s value with bit 32 set once computed: the shape
+	// never changes, and traces and models hash it per task.
+	fp atomic.Uint64
 
 	// home is the application's memory when it is not in the arena: the
 	// parts of the region it backs.

@@ -189,10 +189,14 @@ func (rt *Runtime) RegisterInterface(name string, meta []byte, parts [][]byte) (
 	return h, nil
 }
 
-// Interface names a handle's data interface: "vector", "csr", ...
+// Interface names a handle's data interface: "vector", "csr",
+// "multiformat", ...
 func (h *Handle) Interface() string {
-	if h.iface != nil {
+	switch {
+	case h.iface != nil:
 		return h.iface.inst.name
+	case h.mf != nil:
+		return "multiformat"
 	}
 	return h.layout.Interface.String()
 }

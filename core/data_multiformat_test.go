@@ -163,8 +163,8 @@ func TestMultiformat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(h.String(), "multiformat") {
-			t.Errorf("String() = %q, want it to say multiformat", h.String())
+		if !strings.Contains(h.String(), "multiformat") || h.Interface() != "multiformat" {
+			t.Errorf("String() = %q, Interface() = %q, want them to say multiformat", h.String(), h.Interface())
 		}
 		ops := []mfOp{{mfScale, 2}, {mfAddX, 3}, {mfScale, 0.5}, {mfAddX, 1}, {mfAddX, 2}, {mfScale, -1}, {mfAddX, 4}}
 		submitOps(t, rt, h, ops)

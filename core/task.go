@@ -665,7 +665,7 @@ func (rt *Runtime) placeTask(t *Task, j *job, name string) error {
 // ready is called once a job's dependencies are all met; releasedBy is the
 // worker whose task completion made it ready, or -1.
 func (rt *Runtime) ready(j *job, releasedBy int32) {
-	if rt.chains && rt.chainReady(j) {
+	if rt.chains && rt.chainReady(j, releasedBy >= 0) {
 		return // queued behind its predecessor already
 	}
 	switch {

@@ -272,7 +272,7 @@ func chainSucc(p *job) *job {
 // and reports true. Any other job it marks chainDepsMet, so that a
 // tryChain racing with its release (Submit's, or another worker's
 // completion's) cannot chain it while ready pushes it, and reports false.
-func (rt *Runtime) chainReady(j *job) bool {
+func (rt *Runtime) chainReady(j *job, engine bool) bool {
 	for {
 		old := j.chain.Load()
 		if old&chainOn == 0 {
@@ -285,7 +285,7 @@ func (rt *Runtime) chainReady(j *job) bool {
 		if j.chain.CompareAndSwap(old, old|chainDepsMet) {
 			switch {
 			case old&chainAccepted != 0:
-				rt.chainStarted(j, old&chainRan != 0)
+				rt.chainStarted(j, old&chainRan != 0, engine)
 			case old&chainRan != 0:
 				// Failed before the policy answered (its policy died):
 				// it completes with that error now.
@@ -299,13 +299,15 @@ func (rt *Runtime) chainReady(j *job) bool {
 // chainStarted does for a chained job whose dependencies are met and
 // which its worker has what pushing it would have done, and completes it
 // if its run already ended.
-func (rt *Runtime) chainStarted(j *job, ran bool) {
+func (rt *Runtime) chainStarted(j *job, ran, engine bool) {
 	if rt.trace != nil {
 		ns := j.chainReadyNs
 		if ns == 0 {
 			ns = wire.Now()
 		}
-		rt.trace.readyAt(j, ns)
+		// Its run's record, if it ran, is in the engine's round: the
+		// converters want the ready record first.
+		rt.trace.readyAt(j, ns, engine && !ran)
 	}
 	j.counted = true
 	rt.waits.nready.Add(1)
@@ -324,7 +326,7 @@ func (rt *Runtime) chainAccepted(j *job) {
 		}
 		if j.chain.CompareAndSwap(old, old|chainAccepted) {
 			if old&(chainDepsMet|chainRan) == chainDepsMet {
-				rt.chainStarted(j, false)
+				rt.chainStarted(j, false, true)
 			}
 			return
 		}

@@ -14,7 +14,7 @@ func TestChainClaimRacesRelease(t *testing.T) {
 	rt := &Runtime{}
 	t.Run("released first", func(t *testing.T) {
 		p, s := &job{id: 1}, &job{id: 2}
-		if rt.chainReady(s) {
+		if rt.chainReady(s, true) {
 			t.Fatal("chainReady took an unchained job as chained")
 		}
 		if s.chainClaim(p) {
@@ -29,7 +29,7 @@ func TestChainClaimRacesRelease(t *testing.T) {
 		if s2.chainClaim(p) {
 			t.Fatal("a second job was chained behind the same predecessor")
 		}
-		if !rt.chainReady(s) {
+		if !rt.chainReady(s, true) {
 			t.Fatal("chainReady did not see the chained job")
 		}
 	})
@@ -40,7 +40,7 @@ func TestChainClaimRacesRelease(t *testing.T) {
 			var wg sync.WaitGroup
 			wg.Add(2)
 			go func() { defer wg.Done(); claimed = s.chainClaim(p) }()
-			go func() { defer wg.Done(); readied = rt.chainReady(s) }()
+			go func() { defer wg.Done(); readied = rt.chainReady(s, true) }()
 			wg.Wait()
 			if claimed != readied {
 				t.Fatalf("round %d: chainClaim %v, chainReady %v: the job is pushed twice or never", i, claimed, readied)

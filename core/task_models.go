@@ -109,8 +109,12 @@ func fnv32(s string) uint32 {
 func footprint(t *Task) (uint32, uint64) {
 	h := uint32(fnvOffset)
 	var size uint64
-	for _, hd := range t.Handles {
-		h = hd.shapeHash(h)
+	for i, hd := range t.Handles {
+		if i == 0 {
+			h = hd.footprint() // cached: most tasks have one handle
+		} else {
+			h = hd.shapeHash(h)
+		}
 		if d := hd.iface; d != nil {
 			size += d.desc.Size
 		} else {
@@ -151,7 +155,14 @@ func (hd *Handle) shapeHash(h uint32) uint32 {
 
 // footprint is the handle's own footprint, as traces record it per
 // handle (StarPU's starpu_data_get_footprint).
-func (hd *Handle) footprint() uint32 { return hd.shapeHash(fnvOffset) }
+func (hd *Handle) footprint() uint32 {
+	if v := hd.fp.Load(); v != 0 {
+		return uint32(v)
+	}
+	fp := hd.shapeHash(fnvOffset)
+	hd.fp.Store(uint64(fp) | 1<<32)
+	return fp
+}
 
 // predict fills a push with the model's predicted lengths per architecture,
 // of the implementation the core runs when the policy leaves the choice to

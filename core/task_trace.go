@@ -272,9 +272,14 @@ func (tr *tracer) ready(j *job, engine bool) {
 
 // readyAt records that chained job j's dependencies were met at ns (its
 // predecessor's end: it may have started before the core heard of it).
-// From any goroutine.
-func (tr *tracer) readyAt(j *job, ns int64) {
-	if tr.stream != nil {
+// engine says the engine goroutine calls: the record then waits for the
+// end of its round, as ready's.
+func (tr *tracer) readyAt(j *job, ns int64, engine bool) {
+	switch {
+	case tr.stream == nil:
+	case engine:
+		tr.round = append(tr.round, trace.Rec{Kind: trace.RecReady, ID: j.id, Start: ns})
+	default:
 		tr.stream.Ready(j.id, ns)
 	}
 }

@@ -350,43 +350,72 @@ func TestProgress(t *testing.T) {
 	}
 }
 
-// BenchmarkTraceChain is bench overhead's chain by tags, one task per op,
-// with tracing off, to a native trace and to a JSON trace: their ratio is
-// what tracing costs the dependency chain.
+// BenchmarkTraceChain is bench overhead's chains, one task per op, by
+// tags and through one read-write vector, with tracing off, to a native
+// trace and to a JSON trace: their ratio is what tracing costs the
+// dependency chain.
 func BenchmarkTraceChain(b *testing.B) {
-	for _, tc := range []struct{ name, file string }{{"off", ""}, {"native", "t.trace"}, {"json", "t.json"}} {
-		b.Run(tc.name, func(b *testing.B) {
-			opt := core.Options{Config: testConfig(pluginDir)}
-			if tc.file != "" {
-				opt.TraceFile = filepath.Join(b.TempDir(), tc.file)
-			}
-			rt, err := core.Init(context.Background(), opt)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cl := &core.Codelet{Name: "empty", Kernels: map[driver.Arch]string{driver.CPU: blasarg.Empty}}
-			tasks := make([]core.Task, b.N)
-			b.ResetTimer()
-			for i := 1; i < len(tasks); i++ {
-				if err := rt.DeclareTagDeps(core.TagID(i), core.TagID(i-1)); err != nil {
+	for _, chain := range []string{"tags", "rw"} {
+		for _, tc := range []struct{ name, file string }{{"off", ""}, {"native", "t.trace"}, {"json", "t.json"}} {
+			b.Run(chain+"/"+tc.name, func(b *testing.B) {
+				opt := core.Options{Config: testConfig(pluginDir)}
+				if tc.file != "" {
+					opt.TraceFile = filepath.Join(b.TempDir(), tc.file)
+				}
+				rt, err := core.Init(context.Background(), opt)
+				if err != nil {
 					b.Fatal(err)
 				}
-				tasks[i] = core.Task{Codelet: cl, Tag: core.TagID(i), UseTag: true}
-				if err := rt.Submit(&tasks[i]); err != nil {
+				if chain == "tags" {
+					benchTagChain(b, rt)
+				} else {
+					benchRWChain(b, rt)
+				}
+				if err := rt.WaitForAll(); err != nil {
 					b.Fatal(err)
 				}
-			}
-			tasks[0] = core.Task{Codelet: cl, Tag: 0, UseTag: true}
-			if err := rt.Submit(&tasks[0]); err != nil {
-				b.Fatal(err)
-			}
-			if err := rt.WaitForAll(); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer() // the run, not the conversion to JSON at Shutdown
-			if err := rt.Shutdown(); err != nil {
-				b.Fatal(err)
-			}
-		})
+				b.StopTimer() // the run, not the conversion to JSON at Shutdown
+				if err := rt.Shutdown(); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// benchTagChain submits b.N empty tasks chained by tags, the first last.
+func benchTagChain(b *testing.B, rt *core.Runtime) {
+	cl := &core.Codelet{Name: "empty", Kernels: map[driver.Arch]string{driver.CPU: blasarg.Empty}}
+	tasks := make([]core.Task, b.N)
+	b.ResetTimer()
+	for i := 1; i < len(tasks); i++ {
+		if err := rt.DeclareTagDeps(core.TagID(i), core.TagID(i-1)); err != nil {
+			b.Fatal(err)
+		}
+		tasks[i] = core.Task{Codelet: cl, Tag: core.TagID(i), UseTag: true}
+		if err := rt.Submit(&tasks[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tasks[0] = core.Task{Codelet: cl, Tag: 0, UseTag: true}
+	if err := rt.Submit(&tasks[0]); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchRWChain submits b.N empty tasks on one vector in RW.
+func benchRWChain(b *testing.B, rt *core.Runtime) {
+	h, err := core.RegisterVector(rt, []float32{0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl := &core.Codelet{Name: "empty", Kernels: map[driver.Arch]string{driver.CPU: blasarg.Empty}, Modes: []core.Mode{core.RW}}
+	tasks := make([]core.Task, b.N)
+	b.ResetTimer()
+	for i := range tasks {
+		tasks[i] = core.Task{Codelet: cl, Handles: []*core.Handle{h}}
+		if err := rt.Submit(&tasks[i]); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -139,7 +139,7 @@ func perfmodelShow(dir, symbol string, out io.Writer) error {
 		for _, e := range a.Entries {
 			samples += e.Samples
 		}
-		fmt.Fprintf(out, "\narch %s: %d entries, %d samples\n", a.Arch, len(a.Entries), samples)
+		fmt.Fprintf(out, "\narch %s, implementation %d: %d entries, %d samples\n", a.Arch, a.Impl, len(a.Entries), samples)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "FOOTPRINT\tSIZE\tMEAN (us)\tDEV (us)\tSAMPLES\tCALIBRATED\t")
 		for _, e := range a.Entries {

@@ -117,7 +117,7 @@ func TestPerfmodelShow(t *testing.T) {
 	sections := strings.Split(out, "\narch ")
 	for i, a := range m.Archs() {
 		sec := sections[i+1]
-		if !strings.HasPrefix(sec, a.Arch+": ") {
+		if !strings.HasPrefix(sec, fmt.Sprintf("%s, implementation %d: ", a.Arch, a.Impl)) {
 			t.Fatalf("section %d is %q, want arch %s", i, strings.SplitN(sec, "\n", 2)[0], a.Arch)
 		}
 		for _, e := range a.Entries {
