@@ -487,10 +487,15 @@ func (p *Policy) PostExec(worker int, id uint64, _ int64) {
 			continue
 		}
 		w.runNs -= f.ns
-		w.running = append(w.running[:i], w.running[i+1:]...)
 		if i == 0 {
+			// The usual case, tasks ending in order: dropping the head
+			// must not move the rest, which with tasks chained ahead
+			// (Chain) is the worker's whole chain.
+			w.running = w.running[1:]
 			w.runStart = p.now()
+			return
 		}
+		w.running = append(w.running[:i], w.running[i+1:]...)
 		return
 	}
 }
