@@ -462,3 +462,38 @@ func TestImplementationDecidedAgain(t *testing.T) {
 		t.Fatalf("after the GPU left: implementation %d charged %d ns on the CPU, want 1 and 700", tk.Impl(), s.State.q.Cost())
 	}
 }
+
+// BenchmarkChainedRun is a long chain queued on one worker ahead of time
+// (Chain), then run in order: each completion (PostExec) must cost the
+// same however long the chain; ns/op grows with the chain if it does not.
+func BenchmarkChainedRun(b *testing.B) {
+	for _, n := range []int{1 << 10, 1 << 16} {
+		b.Run(fmt.Sprintf("chain=%d", n), func(b *testing.B) {
+			var clock int64 = 1
+			p := New()
+			p.now = func() int64 { return clock }
+			p.getenv = func(string) string { return "" }
+			if err := p.Init([]sched.Worker{{ID: 0, Arch: cpu}}); err != nil {
+				b.Fatal(err)
+			}
+			tasks := make([]sched.Task, n)
+			for i := range tasks {
+				tasks[i] = sched.Task{ID: uint64(i), ArchMask: driver.ArchBit(cpu), Worker: -1, ReleasedBy: -1, Length: [3]int64{1000, -1, -1}}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t := &tasks[i%n]
+				if i%n == 0 {
+					b.StopTimer()
+					for k := range tasks {
+						if !p.Chain(&tasks[k], 0) {
+							b.Fatal("dmda refused to chain a task on its only worker")
+						}
+					}
+					b.StartTimer()
+				}
+				p.PostExec(0, t.ID, 1000)
+			}
+		})
+	}
+}
