@@ -144,7 +144,7 @@ type engine struct {
 	coreBellRef uint64
 
 	jobsMu sync.Mutex
-	jobs   map[uint64]*job // pushed to the scheduler, not yet completed
+	jobs   jobTable // pushed to the scheduler, not yet completed (engine_jobs.go)
 
 	// Data transfers and allocations in flight, by completion ID; device
 	// buffer numbering; a clock for least-recently-used eviction. Engine
@@ -190,7 +190,7 @@ type engine struct {
 }
 
 func newEngine(rt *Runtime) (*engine, error) {
-	e := &engine{rt: rt, jobs: map[uint64]*job{}, xfers: map[uint64]*xfer{}, spinner: shm.Spinner{Spin: rt.cfg.SpinIters}, done: make(chan struct{}), postDriver: -1}
+	e := &engine{rt: rt, jobs: newJobTable(), xfers: map[uint64]*xfer{}, spinner: shm.Spinner{Spin: rt.cfg.SpinIters}, done: make(chan struct{}), postDriver: -1}
 	var err error
 	if e.coreBell, e.coreBellRef, err = carveBell(rt.arena); err != nil {
 		return nil, err
@@ -473,21 +473,20 @@ func (e *engine) schedUsable() bool {
 // in jobs once the scheduler has decided.
 func (e *engine) track(j *job) {
 	e.jobsMu.Lock()
-	e.jobs[j.id] = j
+	e.jobs.put(j)
 	e.jobsMu.Unlock()
 }
 
 func (e *engine) untrack(id uint64) *job {
 	e.jobsMu.Lock()
-	j := e.jobs[id]
-	delete(e.jobs, id)
+	j := e.jobs.take(id)
 	e.jobsMu.Unlock()
 	return j
 }
 
 func (e *engine) lookup(id uint64) *job {
 	e.jobsMu.Lock()
-	j := e.jobs[id]
+	j := e.jobs.get(id)
 	e.jobsMu.Unlock()
 	return j
 }
@@ -539,7 +538,7 @@ func (e *engine) loop() {
 // inFlight reports whether tasks are with the scheduler or the workers.
 func (e *engine) inFlight() bool {
 	e.jobsMu.Lock()
-	n := len(e.jobs)
+	n := e.jobs.len()
 	e.jobsMu.Unlock()
 	return n > 0
 }
@@ -988,11 +987,12 @@ func (e *engine) jobsWhere(pred func(*job) bool) []*job {
 	e.jobsMu.Lock()
 	defer e.jobsMu.Unlock()
 	var out []*job
-	for _, j := range e.jobs {
+	e.jobs.each(func(j *job) bool {
 		if pred(j) {
 			out = append(out, j)
 		}
-	}
+		return true
+	})
 	return out
 }
 

@@ -126,29 +126,31 @@ func (e *engine) view() *engineView {
 		return -1
 	}
 	e.jobsMu.Lock()
-	v.tracked = len(e.jobs)
-	for id, j := range e.jobs {
+	v.tracked = e.jobs.len()
+	e.jobs.each(func(j *job) bool {
 		if v.walked == dashWalkMax {
-			break
+			return false
 		}
 		v.walked++
+		id := j.id
 		c := 0 // the global context holds most
 		if j.sctx != ctxs[0] {
 			if c = ctxIndex(j.sctx); c < 0 {
-				continue
+				return true
 			}
 		}
 		w := int(j.worker)
 		if w < 0 || w >= nw {
 			v.inPolicy[c]++
-			continue
+			return true
 		}
 		v.assigned[c]++
 		v.queued[w]++
 		if v.current[w] == "" || id < v.oldest[w] {
 			v.current[w], v.oldest[w] = j.name(), id
 		}
-	}
+		return true
+	})
 	e.jobsMu.Unlock()
 	for _, d := range rt.drivers {
 		v.restarts = append(v.restarts, d.restarts)

@@ -15,13 +15,13 @@ func BenchmarkDashboardEngineView(b *testing.B) {
 			for i := range 2 {
 				rt.workers = append(rt.workers, &workerState{id: i})
 			}
-			e := &engine{rt: rt, jobs: map[uint64]*job{}}
+			e := &engine{rt: rt, jobs: newJobTable()}
 			c := &SchedContext{name: GlobalSchedContextName}
 			e.ctxs.Store(&[]*SchedContext{c})
 			cl := &Codelet{Name: "empty"}
 			for i := range n {
 				// A third of them on each worker, the rest in the policy.
-				e.jobs[uint64(i)] = &job{id: uint64(i), worker: int32(i%3 - 1), sctx: c, task: &Task{Codelet: cl}}
+				e.jobs.put(&job{id: uint64(i), worker: int32(i%3 - 1), sctx: c, task: &Task{Codelet: cl}})
 			}
 			b.ReportAllocs()
 			for b.Loop() {
@@ -42,11 +42,11 @@ func TestDashboardEngineView(t *testing.T) {
 	for i := range 2 {
 		rt.workers = append(rt.workers, &workerState{id: i})
 	}
-	e := &engine{rt: rt, jobs: map[uint64]*job{}}
+	e := &engine{rt: rt, jobs: newJobTable()}
 	global, other := &SchedContext{name: GlobalSchedContextName}, &SchedContext{name: "other"}
 	e.ctxs.Store(&[]*SchedContext{global, other})
 	add := func(id uint64, worker int32, c *SchedContext, name string) {
-		e.jobs[id] = &job{id: id, worker: worker, sctx: c, task: &Task{Codelet: &Codelet{Name: name}}}
+		e.jobs.put(&job{id: id, worker: worker, sctx: c, task: &Task{Codelet: &Codelet{Name: name}}})
 	}
 	add(7, 0, global, "second")
 	add(5, 0, global, "first")
