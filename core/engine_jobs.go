@@ -36,6 +36,13 @@ func (t *jobTable) put(j *job) {
 	s := &t.slots[j.id&(jobSlots-1)]
 	switch {
 	case *s == nil:
+		if len(t.over) > 0 {
+			if _, had := t.over[j.id]; had {
+				// Put there while its slot was taken: it stays there.
+				t.over[j.id] = j
+				return
+			}
+		}
 		*s = j
 	case (*s).id == j.id:
 		*s = j
