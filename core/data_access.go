@@ -18,10 +18,10 @@ import (
 const (
 	// Scratch gives the task a temporary buffer with the handle's layout,
 	// on the memory node of the worker that runs it: its contents are
-	// undefined when the kernel starts and are dropped when it ends; the
-	// handle's data is neither read nor written, and the access orders
-	// with nothing (StarPU's STARPU_SCRATCH). Scratch buffers live in RAM:
-	// tasks that have one run on workers that compute in RAM.
+	// undefined when the kernel starts and are dropped when it ends,
+	// never copied anywhere; the handle's data is neither read nor
+	// written, and the access orders with nothing (StarPU's
+	// STARPU_SCRATCH). Multiformat data has a SCRATCH buffer in RAM only.
 	Scratch = kernel.Scratch
 	// Redux makes the task contribute to the handle's value through the
 	// handle's reduction methods (SetReductionMethods; StarPU's
@@ -30,8 +30,10 @@ const (
 	// are combined into the data by the reduction codelet before the next
 	// access in another mode (a task, an acquisition, Unregister). REDUX
 	// accesses run concurrently with each other, after the accesses
-	// before them. The per-worker buffers live in RAM: tasks with a REDUX
-	// buffer run on workers that compute in RAM.
+	// before them. Each worker's buffer lives on the memory node the
+	// worker computes on and is initialised there, so a REDUX task runs
+	// only where the init codelet can; the reductions run wherever the
+	// reduction codelet can, the buffers brought to them like any data.
 	Redux = kernel.Redux
 	// Commute, or'ed into W or RW, lets consecutive such accesses to a
 	// handle run in any order, one at a time, still after the accesses
@@ -661,7 +663,9 @@ func (rt *Runtime) accessDone(j *job, worker int32) {
 	}
 	if j.sub && a.bufs != nil {
 		for i, m := range j.modes {
-			if m&^Locality == Scratch && a.bufs[i] != nil {
+			// A device worker's SCRATCH buffer has no RAM span: dropData
+			// gave its allocation back.
+			if m&^Locality == Scratch && a.bufs[i] != nil && a.bufs[i].span.Size > 0 {
 				rt.scratchFree(a.bufs[i].span)
 			}
 		}

@@ -803,10 +803,11 @@ func TestRandomAccesses(t *testing.T) {
 	}
 }
 
-// TestReduxWithDevice: with a device memory node, REDUX and SCRATCH tasks
-// stay on the RAM worker even when their codelet has a device kernel, the
-// reductions fetch the data the device wrote, and a task that must run on
-// the device fails at submit.
+// TestReduxWithDevice: with a device memory node, REDUX tasks stay on the
+// workers their init codelet runs on (here the RAM worker) even when their
+// codelet has a device kernel, the reductions fetch the data the device
+// wrote, and a task that must run on the device fails at submit. REDUX
+// and SCRATCH buffers on the device itself: data_redux_test.go.
 func TestReduxWithDevice(t *testing.T) {
 	rt, _ := startWithDevice(t, 1<<20)
 	add32 := &core.Codelet{Name: "add32", Kernels: map[driver.Arch]string{driver.CPU: blasarg.AddF32}, Modes: []core.Mode{core.RW, core.R}}
@@ -831,7 +832,7 @@ func TestReduxWithDevice(t *testing.T) {
 	scratch := &core.Codelet{Name: "zero-scratch", Kernels: map[driver.Arch]string{driver.CPU: blasarg.Zero}, Modes: []core.Mode{core.Scratch}}
 	submit(t, rt, &core.Task{Codelet: scratch, Handles: []*core.Handle{h}})
 	devOnly := &core.Codelet{Name: "redux-dev", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.Redux}}
-	if err := rt.Submit(&core.Task{Codelet: devOnly, Handles: []*core.Handle{h}}); !errors.Is(err, core.ErrNoWorker) || !strings.Contains(err.Error(), "live in RAM") {
+	if err := rt.Submit(&core.Task{Codelet: devOnly, Handles: []*core.Handle{h}}); !errors.Is(err, core.ErrNoWorker) || !strings.Contains(err.Error(), "no worker can do both") {
 		t.Errorf("REDUX task with a device kernel only: %v", err)
 	}
 	if err := rt.Submit(&core.Task{Codelet: contribute32, Handles: []*core.Handle{h, ones}, ExecuteOnWorker: true, Worker: 1}); !errors.Is(err, core.ErrNoWorker) {

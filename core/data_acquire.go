@@ -21,7 +21,9 @@ import (
 // runs no other goroutine, so a blocking call made on one of these threads
 // comes from a callback, and fails with ErrDeadlock as StarPU's fail with
 // -EDEADLK. Kernels in driver plugin processes cannot call the runtime at
-// all; those of an in-process driver (a test facility) are not covered.
+// all; those of an application-driven worker run marked, as callbacks do
+// (plugin_appdriven.go); those of an in-process driver of Options.Drivers
+// (a test facility) are not covered.
 
 // callbackThreads are the OS threads running application callbacks off the
 // engine goroutine, with their nesting depth.
@@ -125,6 +127,9 @@ func (h *Handle) checkAcquire(op string, node int, m Mode) error {
 	}
 	if err := h.rt.checkNode(node); err != nil {
 		return fmt.Errorf("%s %s: %w", op, h, err)
+	}
+	if err := h.deviceErr(node); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }

@@ -3,14 +3,17 @@ package core
 // Interface plugins; design note: docs/design/interfaces.md.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/starpu-go/starpu/core/internal/loader"
 	"github.com/starpu-go/starpu/pluginapi/base"
+	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/iface"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/wire"
@@ -38,6 +41,90 @@ type ifaceData struct {
 	// gather, for a child of a plugin filter, are the ranges that carry
 	// its data back into its parent at Unpartition.
 	gather []iface.PartRange
+	// noDevice says why the datum cannot have a copy on a device node
+	// (its copy plan does not move all its data); empty when it can.
+	noDevice string
+	// parts is the Parts message a device worker gets for a buffer that
+	// holds the datum: each part's place in the region.
+	parts []wire.Part
+}
+
+// newIfaceData is what a handle of interface in keeps for the datum of
+// metadata meta and description desc whose copy plan is plan (ranges of
+// its parts): the plan is checked against the parts, turned into ranges
+// of the region, and measured against the datum's Size.
+func newIfaceData(in *ifaceInst, meta []byte, desc *iface.Description, plan []iface.Range) (*ifaceData, []wire.CopyRange, error) {
+	offsets, _ := iface.PartOffsets(desc.Buffers)
+	d := &ifaceData{inst: in, meta: meta, desc: desc, offsets: offsets, parts: make([]wire.Part, len(offsets))}
+	for i, off := range offsets {
+		d.parts[i] = wire.Part{Offset: off, Size: desc.Buffers[i]}
+	}
+	// Not nil even when empty: copyPlan would take nil for a datum with
+	// no plan yet and copy the whole region.
+	ranges := make([]wire.CopyRange, 0, len(plan))
+	for _, r := range plan {
+		if r.Buffer < 0 || r.Buffer >= len(offsets) || r.Offset > desc.Buffers[r.Buffer] || r.Len > desc.Buffers[r.Buffer]-r.Offset {
+			return nil, nil, fmt.Errorf("iface-%s: copy plan range %+v lies outside the datum's parts", in.name, r)
+		}
+		off := offsets[r.Buffer] + r.Offset
+		ranges = append(ranges, wire.CopyRange{SrcOffset: off, DstOffset: off, Len: r.Len})
+	}
+	if moved := coveredBytes(ranges); moved < desc.Size {
+		if len(ranges) == 0 {
+			d.noDevice = fmt.Sprintf("interface %q gives no copy plan for its %d bytes of data", in.name, desc.Size)
+		} else {
+			d.noDevice = fmt.Sprintf("the copy plan of interface %q moves %d of its %d bytes of data", in.name, moved, desc.Size)
+		}
+	}
+	return d, ranges, nil
+}
+
+// coveredBytes is the number of region bytes the ranges cover, each once.
+func coveredBytes(rs []wire.CopyRange) uint64 {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b wire.CopyRange) int { return cmp.Compare(a.SrcOffset, b.SrcOffset) })
+	var n, end uint64
+	for _, r := range rs {
+		start := max(r.SrcOffset, end)
+		if e := r.SrcOffset + r.Len; e > start {
+			n += e - start
+			end = e
+		}
+	}
+	return n
+}
+
+// deviceErr says why h cannot be brought to memory node node, or nil: a
+// datum of a plugin interface whose copy plan does not move all of it
+// stays in RAM, rather than leaving a device copy partly undefined.
+func (h *Handle) deviceErr(node int) error {
+	if node <= 0 || h.iface == nil || h.iface.noDevice == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s cannot be copied to memory node %d (%s): %s", ErrInvalidData, h, node, h.rt.nodeName(node), h.iface.noDevice)
+}
+
+// checkDeviceData refuses, at submit, a task that may run on a worker
+// computing on a device node with a handle that cannot be copied there
+// (deviceErr): it would fail there after it was scheduled, or, held to
+// RAM in silence, not run where its codelet says it may.
+func (rt *Runtime) checkDeviceData(t *Task, j *job, name string) error {
+	if !rt.multiNode {
+		return nil
+	}
+	for i, h := range t.Handles {
+		if h.iface == nil || h.iface.noDevice == "" || j.modes[i]&^Locality == Scratch {
+			continue // a SCRATCH buffer is never copied
+		}
+		for _, w := range rt.workers {
+			if w.node == 0 || j.archMask&driver.ArchBit(w.drv.fp.Arch) == 0 || j.implMaskOf(w.driverIdx) == 0 || (j.pinned >= 0 && int(j.pinned) != w.id) {
+				continue
+			}
+			return fmt.Errorf("%w: task %q: buffer %d: codelet %q may run on worker %d, which computes on %s, and %s cannot be copied there: %s; keep the task to RAM workers (Task.Where)",
+				ErrNoWorker, name, i, t.Codelet.Name, w.id, rt.nodeName(w.node), h, h.iface.noDevice)
+		}
+	}
+	return nil
 }
 
 // ifaceTimeout bounds each control-plane call to an interface plugin.
@@ -147,18 +234,15 @@ func (rt *Runtime) RegisterInterface(name string, meta []byte, parts [][]byte) (
 	if err != nil {
 		return nil, in.err("copy plan", err)
 	}
-	offsets, total := iface.PartOffsets(desc.Buffers)
+	d, plan, err := newIfaceData(in, append([]byte(nil), meta...), desc, ranges)
+	if err != nil {
+		return nil, err
+	}
+	offsets, total := d.offsets, desc.Layout.LD
 	l := desc.Layout
 	l.Interface = in.id
 	h := rt.newHandle(l, total)
-	h.iface = &ifaceData{inst: in, meta: append([]byte(nil), meta...), desc: desc, offsets: offsets}
-	for _, r := range ranges {
-		if r.Buffer < 0 || r.Buffer >= len(offsets) || r.Offset+r.Len > desc.Buffers[r.Buffer] {
-			return nil, fmt.Errorf("iface-%s: copy plan range %+v lies outside the datum's parts", name, r)
-		}
-		off := offsets[r.Buffer] + r.Offset
-		h.plan = append(h.plan, wire.CopyRange{SrcOffset: off, DstOffset: off, Len: r.Len})
-	}
+	h.iface, h.plan = d, plan
 	if total > 0 {
 		s, err := rt.arena.Alloc(total)
 		if err != nil {

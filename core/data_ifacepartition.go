@@ -9,7 +9,6 @@ import (
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/iface"
-	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
 // PluginFilter is the data filter called name of a handle's data interface
@@ -75,20 +74,18 @@ func (h *Handle) partitionPlugin(f Filter) (children []*Handle, err error) {
 		if err != nil {
 			return children, in.err("copy plan", err)
 		}
-		offs, total := iface.PartOffsets(k.Desc.Buffers)
+		cd, cplan, err := newIfaceData(in, k.Meta, &k.Desc, plan)
+		if err != nil {
+			return children, fmt.Errorf("child %d: %w", i, err)
+		}
+		cd.gather = k.Ranges
+		offs, total := cd.offsets, k.Desc.Layout.LD
 		l := k.Desc.Layout
 		l.Interface = in.id
 		c := h.rt.newHandle(l, total)
 		c.parent = h
 		c.inheritConsistency(h)
-		c.iface = &ifaceData{inst: in, meta: k.Meta, desc: &k.Desc, offsets: offs, gather: k.Ranges}
-		for _, r := range plan {
-			if r.Buffer < 0 || r.Buffer >= len(offs) || r.Offset > k.Desc.Buffers[r.Buffer] || r.Len > k.Desc.Buffers[r.Buffer]-r.Offset {
-				return children, fmt.Errorf("iface-%s: child %d: copy plan range %+v lies outside its parts", in.name, i, r)
-			}
-			off := offs[r.Buffer] + r.Offset
-			c.plan = append(c.plan, wire.CopyRange{SrcOffset: off, DstOffset: off, Len: r.Len})
-		}
+		c.iface, c.plan = cd, cplan
 		if total > 0 {
 			s, err := h.rt.arena.Alloc(total)
 			if err != nil {

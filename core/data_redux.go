@@ -24,8 +24,10 @@ type reduction struct {
 	redCl, initCl     *Codelet
 	redInfo, initInfo *codeletInfo
 	initMode          Mode
-	// phase numbers the REDUX groups; contribs has one buffer per worker
-	// computing in RAM (nil for the others), created with the first group.
+	// phase numbers the REDUX groups; contribs has one buffer per worker,
+	// created with the first group. A worker's buffer lives on the memory
+	// node it computes on; it is a handle of its own, so the reductions
+	// bring it where they run like any data.
 	phase    uint64
 	contribs []*contrib
 }
@@ -34,7 +36,8 @@ type reduction struct {
 type contrib struct {
 	h *Handle
 	// initPhase is the phase it was last initialised for; initX the init
-	// kernel in flight (engine goroutine).
+	// kernel in flight, or the allocation it waits for on a device node
+	// (engine goroutine).
 	initPhase atomic.Uint64
 	initX     *xfer
 }
@@ -58,7 +61,9 @@ type reduceStep struct {
 // neutral element (one buffer, W or RW), redux folds its second buffer (R)
 // into its first (RW). The CPU driver's blasarg.Zero and blasarg.AddF32 or
 // AddF64 make a sum. h must be a variable, vector, matrix or block, and
-// have no REDUX access pending.
+// have no REDUX access pending. A REDUX task runs only on workers the init
+// codelet can run on, since each worker initialises its own buffer, on
+// its memory node; the reductions run wherever the reduction codelet can.
 func (h *Handle) SetReductionMethods(redux, init *Codelet) error {
 	if redux == nil || init == nil {
 		return fmt.Errorf("%w: reduction methods of %s: both the reduction and the init codelet are needed", ErrInvalidTask, h)
@@ -91,9 +96,6 @@ func (h *Handle) SetReductionMethods(redux, init *Codelet) error {
 	}
 	if err := h.checkReduction(redux, ri, init, ii); err != nil {
 		return err
-	}
-	if ii.archMask&rt.ramArchs() == 0 {
-		return fmt.Errorf("%w: reduction methods of %s: init codelet %q has no implementation for a worker computing in RAM, where REDUX buffers live", ErrNoWorker, h, init.Name)
 	}
 	initMode := W
 	if init.nbuffers() != VariableBuffers {
@@ -142,9 +144,7 @@ func (h *Handle) ensureContribs(rd *reduction) {
 	rt := h.rt
 	rd.contribs = make([]*contrib, len(rt.workers))
 	for _, w := range rt.workers {
-		if w.node == 0 {
-			rd.contribs[w.id] = &contrib{h: rt.newHandle(h.layout, h.size)}
-		}
+		rd.contribs[w.id] = &contrib{h: rt.newHandle(h.layout, h.size)}
 	}
 }
 
@@ -233,31 +233,19 @@ func (rt *Runtime) flushReductions() error {
 	return errors.Join(errs...)
 }
 
-// ramArchs are the architectures whose workers all compute in RAM.
-func (rt *Runtime) ramArchs() uint32 {
-	var mask uint32
-	for _, d := range rt.drivers {
-		if len(d.workers) == 0 {
-			continue
-		}
-		ram := true
-		for _, w := range d.workers {
-			ram = ram && w.node == 0
-		}
-		if ram {
-			mask |= driver.ArchBit(d.fp.Arch)
-		}
-	}
-	return mask
-}
-
-// checkScratchRedux checks, at submit, a task with SCRATCH or REDUX buffers, and
-// keeps it to the workers computing in RAM that can initialise its REDUX
+// checkScratchRedux checks, at submit, a task with SCRATCH or REDUX
+// buffers, and keeps it to the workers that can initialise its REDUX
 // buffers.
 func (rt *Runtime) checkScratchRedux(t *Task, j *job, name string) error {
-	mask := j.archMask & rt.ramArchs()
+	mask := j.archMask
 	for i, h := range t.Handles {
-		if j.modes[i]&^Locality != Redux {
+		m := j.modes[i] &^ Locality
+		if m == Scratch && h.mf != nil {
+			if err := rt.ramOnly(j, name, i, h, "a SCRATCH buffer of multiformat data has its CPU layout only"); err != nil {
+				return err
+			}
+		}
+		if m != Redux {
 			continue
 		}
 		if t.NoSequentialConsistency {
@@ -279,17 +267,35 @@ func (rt *Runtime) checkScratchRedux(t *Task, j *job, name string) error {
 		if noSeq {
 			return fmt.Errorf("%w: task %q: buffer %d: REDUX access to %s, whose sequential consistency is off", ErrInvalidTask, name, i, h)
 		}
+		if mask&rd.initInfo.archMask == 0 {
+			return fmt.Errorf("%w: task %q: buffer %d: codelet %q runs on %s and the init codelet %q of %s, which initialises each worker's REDUX buffer where the worker computes, on %s: no worker can do both",
+				ErrNoWorker, name, i, t.Codelet.Name, describeWhere(mask), rd.initCl.Name, h, describeWhere(rd.initInfo.archMask))
+		}
 		mask &= rd.initInfo.archMask
 	}
-	if mask == 0 {
-		return fmt.Errorf("%w: task %q has SCRATCH or REDUX buffers, which live in RAM, and no worker computing in RAM can run it (and initialise its REDUX buffers)", ErrNoWorker, name)
-	}
-	if j.pinned >= 0 && rt.workers[j.pinned].node != 0 {
-		return fmt.Errorf("%w: task %q has SCRATCH or REDUX buffers, which live in RAM, but must run on worker %d, which computes on %s", ErrNoWorker, name, j.pinned, rt.nodes[rt.workers[j.pinned].node].name)
+	if j.pinned >= 0 {
+		if w := rt.workers[j.pinned]; mask&driver.ArchBit(w.drv.fp.Arch) == 0 {
+			return fmt.Errorf("%w: task %q must run on worker %d (%s), where the init codelet of its REDUX buffer cannot run", ErrNoWorker, name, j.pinned, w.drv.fp.Arch)
+		}
 	}
 	j.archMask = mask
 	j.sub = true
 	j.access()
+	return nil
+}
+
+// ramOnly refuses a task that may run on a worker computing on a device
+// node when its buffer i, of h, can only be in RAM (why says why): it
+// would fail there, or, kept to RAM workers in silence, not run where its
+// codelet says it may.
+func (rt *Runtime) ramOnly(j *job, name string, i int, h *Handle, why string) error {
+	for _, w := range rt.workers {
+		if w.node == 0 || j.archMask&driver.ArchBit(w.drv.fp.Arch) == 0 || j.implMaskOf(w.driverIdx) == 0 || (j.pinned >= 0 && int(j.pinned) != w.id) {
+			continue
+		}
+		return fmt.Errorf("%w: task %q: buffer %d of %s: %s, and the task may run on worker %d, which computes on %s; keep it to RAM workers (Task.Where)",
+			ErrNoWorker, name, i, h, why, w.id, rt.nodeName(w.node))
+	}
 	return nil
 }
 
@@ -300,22 +306,27 @@ func (rt *Runtime) checkScratchRedux(t *Task, j *job, name string) error {
 func (e *engine) prepareSub(j *job, w *workerState) bool {
 	rt := e.rt
 	a := j.ext.Load().acc
-	if w.node != 0 {
-		e.fail(j, w.id, fmt.Errorf("%w: task %q has SCRATCH or REDUX buffers, which live in RAM, but worker %d computes on %s", ErrNoWorker, j.name(), w.id, rt.nodes[w.node].name))
-		return false
-	}
 	if a.bufs == nil {
 		hs := j.task.Handles
 		a.bufs, a.modes = make([]*Handle, len(hs)), make([]Mode, len(hs))
 		for i, h := range hs {
 			switch m := j.modes[i] &^ Locality; m {
 			case Scratch:
+				sh := rt.newHandle(h.layout, h.size)
+				if w.node != 0 {
+					// Allocated on the worker's node by prepare, never
+					// copied, freed into the node's cache by dropData.
+					sh.iface = h.iface
+					sh.reps[0].allocated, sh.reps[0].state = false, invalid
+					sh.publishValid()
+					a.bufs[i], a.modes[i] = sh, RW
+					continue
+				}
 				s, err := rt.scratchAlloc(h.size)
 				if err != nil {
 					e.fail(j, w.id, fmt.Errorf("task %q: SCRATCH buffer %d: %w", j.name(), i, err))
 					return false
 				}
-				sh := rt.newHandle(h.layout, h.size)
 				sh.span = s
 				a.bufs[i], a.modes[i] = sh, RW
 			case Redux:
@@ -368,24 +379,25 @@ func (a *jobAccess) contrib(h *Handle, wid int) *contrib {
 }
 
 // startInit posts the init kernel of u's REDUX buffer c on worker w, as a
-// transfer the engine completes like a copy (engine goroutine).
+// transfer the engine completes like a copy (engine goroutine). On a
+// device node the buffer is allocated there first (initAlloc).
 func (e *engine) startInit(u reduxUse, c *contrib, w *workerState) error {
 	rd := u.red
-	mask := rd.initInfo.implMask[w.driverIdx]
-	if mask == 0 {
+	if rd.initInfo.implMask[w.driverIdx] == 0 {
 		return fmt.Errorf("init codelet %q has no implementation for driver-%s", rd.initCl.Name, w.drv.name)
 	}
-	i := bits.TrailingZeros8(mask)
-	k := rd.initInfo.impls[w.driverIdx][i]
-	flags := rd.initInfo.execFlags(w.driverIdx, int8(i))
 	if c.h.span.Size == 0 {
+		// In RAM even for a device worker's buffer: a reduction on a CPU
+		// worker brings it there.
 		s, err := e.rt.arena.Alloc(c.h.size)
 		if err != nil {
 			return fmt.Errorf("allocate: %w", err)
 		}
 		c.h.span = s
 	}
-	x := e.newXfer()
+	// Registered in e.xfers when the kernel is posted; its driver's death
+	// fails it.
+	x := &xfer{id: e.rt.nextJob.Add(1), drv: w.drv}
 	c.initX = x
 	phase := u.phase
 	rt := e.rt
@@ -396,15 +408,57 @@ func (e *engine) startInit(u reduxUse, c *contrib, w *workerState) error {
 		}
 		c.initPhase.Store(phase)
 		if rt.multiNode {
-			c.h.written(0)
+			c.h.written(w.node)
 		}
 	})
+	e.postInit(u, c, w, x)
+	return nil
+}
+
+// postInit posts x, the init kernel of c on w, once c has room on w's node
+// (an allocation there may wait for one, or for memory).
+func (e *engine) postInit(u reduxUse, c *contrib, w *workerState, x *xfer) {
+	rd := u.red
 	d := wire.BufferDesc{Offset: c.h.span.Offset, Mode: rd.initMode, Layout: c.h.layout}
+	if w.node != 0 {
+		p, err := e.need(c.h, w.node, W, &initAlloc{u: u, c: c, w: w, x: x}, e.clock)
+		if err != nil {
+			e.finishXfer(x, fmt.Errorf("allocate on %s: %w", e.rt.nodeName(w.node), err))
+			return
+		}
+		if p > 0 {
+			return // initAlloc posts it
+		}
+		r := &c.h.reps[w.node]
+		r.refs++ // not evicted under the kernel
+		x.then = append(x.then, func(error) { r.refs-- })
+		d.Node, d.Offset, d.Layout = uint8(e.rt.nodes[w.node].local), r.buf, c.h.nodeLayout(w.node)
+	}
+	i := bits.TrailingZeros8(rd.initInfo.implMask[w.driverIdx])
+	k := rd.initInfo.impls[w.driverIdx][i]
+	flags := rd.initInfo.execFlags(w.driverIdx, int8(i))
+	e.xfers[x.id] = x
 	e.postCtl(w, wire.ExecSize(1, 0), func(b []byte) {
 		wire.PutExecHeader(b, x.id, uint32(k), flags, 1, 0)
 		wire.EncodeBuffer(b[wire.ExecHeaderSize:], &d)
 	})
-	return nil
+}
+
+// initAlloc waits for the allocation of a REDUX buffer on a device node,
+// then posts its init kernel.
+type initAlloc struct {
+	u reduxUse
+	c *contrib
+	w *workerState
+	x *xfer
+}
+
+func (ia *initAlloc) xferDone(e *engine, err error) {
+	if err != nil {
+		e.finishXfer(ia.x, fmt.Errorf("allocate on %s: %w", e.rt.nodeName(ia.w.node), err))
+		return
+	}
+	e.postInit(ia.u, ia.c, ia.w, ia.x)
 }
 
 // initWaiter is a task waiting for the init kernels of its REDUX buffers.

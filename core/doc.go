@@ -18,7 +18,10 @@
 //
 // Start and stop: [Init] with [Options] (a config file, STARPU_*
 // variables, or a config.Config) starts the plugins; [Runtime.Shutdown]
-// waits for the tasks, writes the data back and stops them.
+// waits for the tasks, writes the data back and stops them. Keep CPU
+// workers to run on the application's own threads with
+// [Options].NotLaunchedDrivers and [Runtime.RunDriver] or
+// [Runtime.DriverRunOnce].
 //
 // Describe work: a [Codelet] names a kernel per architecture ([CPU],
 // [CUDA], [OpenCL]) and the [Mode] of each buffer; a [Task] gives it
@@ -47,10 +50,14 @@
 // Move data ahead of time: [Handle.PrefetchOnNode],
 // [Handle.FetchOnNodeAsync], [Handle.WontUse]; see where it is with
 // [Handle.QueryStatus], [Handle.InterfaceOn] and [Runtime.MemoryNodes];
-// give cached device memory back with [Runtime.TidyMemory].
+// give cached device memory back with [Runtime.TidyMemory]; measure the
+// links between nodes again, for transfer predictions, with
+// [Runtime.CalibrateBus].
 //
 // Divide the machine: [Runtime.CreateSchedContext] gives a set of workers
-// its own policy; [Runtime.Workers] lists them.
+// its own policy; [Runtime.Workers] lists them, [Runtime.CombinedWorkers]
+// the teams of them that parallel tasks (Codelet.Type [SPMD] or
+// [ForkJoin]) may run on.
 //
 // Observe: $STARPU_TRACE or [Options].TraceFile (a trace file, read back
 // with [ReadTraceFile]), [Runtime.WriteTrace] (Chrome trace),
@@ -79,6 +86,7 @@
 //	explicit and end dependencies  task_deps.go                  docs/design/tasks.md
 //	tags                           task_tags.go                  docs/design/tasks.md
 //	tasks queued behind their pred task_chain.go (header)        docs/design/hot-path.md
+//	parallel tasks on teams       task_parallel.go (header)     docs/design/scheduling.md
 //	status, profiling, iterations  task_status.go                docs/design/tasks.md
 //	performance models             task_models.go, perfmodel/    docs/design/perfmodel.md
 //	tracing, STARPU_*_STATS hooks  task_trace.go                 docs/design/tracing.md
@@ -112,6 +120,7 @@
 //	plugin processes               internal/loader/              docs/design/plugins.md
 //	plugin search path             plugin_search.go              docs/design/plugins.md
 //	application as its CPU driver  plugin_kernelhost.go (header) docs/design/plugins.md
+//	application-driven workers     plugin_appdriven.go (header)  docs/design/plugins.md
 //	accessors for core/mpi         mpi_access.go                 docs/design/mpi.md
 //	StarPU-MPI over OpenMPI        mpi/ (its own package)        docs/design/mpi.md
 //

@@ -300,6 +300,7 @@ func (e *engine) push(j *job, releasedBy int32) {
 	p := wire.Push{ID: j.id, Priority: int32(j.task.Priority), ArchMask: j.archMask, Worker: j.pinned, ReleasedBy: releasedBy, Codelet: j.cl.id,
 		Length: [wire.NumArch]int64{-1, -1, -1}}
 	e.predict(j, &p)
+	e.predictParallel(j, &p) // the combined workers it may run on (task_parallel.go)
 	for _, m := range j.modes {
 		if m&Locality != 0 {
 			p.Flags |= wire.PushLocality
@@ -604,6 +605,10 @@ func (e *engine) dispatch(a *wire.Assign) {
 		e.rt.log.Error("scheduler assigned a task twice: ignored", "task", j.name(), "worker", wid, "first", j.worker)
 		return
 	}
+	if c := e.rt.combinedByID(wid); c != nil {
+		e.dispatchTeam(j, c, a) // task_parallel.go
+		return
+	}
 	if wid < 0 || wid >= len(e.rt.workers) {
 		e.fail(j, wid, fmt.Errorf("scheduler assigned task to worker %d, which does not exist", wid))
 		return
@@ -669,6 +674,9 @@ func (e *engine) enqueue(w *workerState, j *job) {
 // room now. The engine never waits for a worker: it would not drain the
 // worker's completions meanwhile.
 func (e *engine) post(w *workerState, j *job) bool {
+	if j.isMemberCopy(w) {
+		return e.postMember(w, j) // a team's (task_parallel.go)
+	}
 	if w.drv.dead.Load() {
 		j.worker = int32(w.id)
 		e.onDeadWorker(j, w.id, w.drv, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, w.id, j.name()))
@@ -679,7 +687,11 @@ func (e *engine) post(w *workerState, j *job) bool {
 		e.fail(j, w.id, fmt.Errorf("%w: scheduler assigned task %q to worker %d (%s), which has no kernel for it", ErrNoWorker, j.name(), w.id, w.drv.fp.Arch))
 		return true
 	}
-	e.notePrediction(j, w)
+	if j.comb != nil {
+		e.notePredictionTeam(j)
+	} else {
+		e.notePrediction(j, w)
+	}
 	t := j.task
 	if j.sub && !e.prepareSub(j, w) {
 		return true // failed, or posted again once its REDUX buffers are initialised
@@ -694,13 +706,24 @@ func (e *engine) post(w *workerState, j *job) bool {
 			return true // posted again once its data is in place
 		}
 	}
-	b := w.dispatch.Reserve(wire.ExecSize(len(t.Handles), len(t.Arg)))
+	if len(w.ctlOverflow) > 0 {
+		// Control messages first: an Exec may need what they say
+		// (wire.Parts) before the worker runs it.
+		if e.flushCtl(w); len(w.ctlOverflow) > 0 {
+			return false
+		}
+	}
+	b := w.dispatch.Reserve(wire.ExecSize(len(t.Handles), len(t.Arg)) + j.teamLen())
 	if b == nil {
 		return false
 	}
-	e.encodeExec(b, j, k, j.cl.execFlags(w.driverIdx, j.impl), w.node)
+	e.encodeExec(b, j, k, j.cl.execFlags(w.driverIdx, j.impl)|j.teamFlags(), w.node)
+	j.putTeam(b)
 	w.dispatch.Commit()
 	w.mustRing = true
+	if j.comb != nil {
+		e.postTeam(j) // and to the other members, in this step
+	}
 	return true
 }
 
@@ -742,7 +765,7 @@ func (e *engine) postKernel(j *job, c *SchedContext) int32 {
 // as it asks: it must not read their impl.
 func (e *engine) postKernelImpl(j *job, c *SchedContext, i int) int32 {
 	rt := e.rt
-	if e.postDriver < 0 || c != rt.global || rt.multiNode || j.sub {
+	if e.postDriver < 0 || c != rt.global || rt.multiNode || j.sub || j.cl.par {
 		return -1
 	}
 	if n := wire.ExecSize(len(j.task.Handles), len(j.task.Arg)); n > maxPostedExec {
@@ -782,8 +805,9 @@ func (e *engine) fail(j *job, wid int, err error) {
 	if e.untrack(j.id) == nil {
 		return // failed already, e.g. by its transfers when a driver died
 	}
+	e.dropTeamCopies(j)
 	e.dropData(j, false)
-	e.sendDone(j.sctx, wid, j.id, 0)
+	e.sendDone(j.sctx, j.doneWorker(wid), j.id, 0)
 	e.rt.complete(j, -1, err)
 }
 
@@ -903,9 +927,13 @@ func (e *engine) drainCompletions() {
 			}
 			wt := e.dropData(j, err == nil)
 			if err == nil {
-				e.record(j, w, c.EndNs-c.StartNs)
+				if j.comb != nil {
+					e.recordTeam(j, c.EndNs-c.StartNs)
+				} else {
+					e.record(j, w, c.EndNs-c.StartNs)
+				}
 			}
-			e.sendDone(j.sctx, w.id, j.id, c.EndNs-c.StartNs)
+			e.sendDone(j.sctx, j.doneWorker(w.id), j.id, c.EndNs-c.StartNs)
 			if wt != nil {
 				// The task completes once its writes are through.
 				wid := int32(w.id)

@@ -25,4 +25,8 @@ var (
 	// a task or data callback, where waiting could never end (StarPU's
 	// -EDEADLK).
 	ErrDeadlock = errors.New("blocking call from a callback would deadlock")
+	// ErrDriverCall: RunDriver, DriverInit, DriverRunOnce or DriverDeinit
+	// was called on a worker that is not application-driven
+	// (Options.NotLaunchedDrivers), or in a state the call does not fit.
+	ErrDriverCall = errors.New("application-driven worker call refused")
 )

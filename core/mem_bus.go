@@ -31,8 +31,9 @@ const (
 )
 
 // MeasureBus measures, with real copies through the drivers, the bandwidth
-// and latency from RAM to every device memory node and back: the best of
-// reps copies of size bytes, and the mean of tiny copies.
+// and latency from RAM to every device memory node and back, and between
+// device nodes with a peer link (driver.MemoryNode.Peers): the best of
+// reps copies of size bytes, and the median of tiny copies.
 func (rt *Runtime) MeasureBus(ctx context.Context, size uint64, reps int) ([]BusLink, error) {
 	if err := rt.usable(); err != nil {
 		return nil, err
@@ -51,7 +52,47 @@ func (rt *Runtime) MeasureBus(ctx context.Context, size uint64, reps int) ([]Bus
 		}
 		out = append(out, up, down)
 	}
+	for _, nd := range rt.nodes[1:] {
+		for _, p := range nd.peers {
+			l, err := rt.measurePeer(ctx, nd, rt.nodes[p], size, reps)
+			if err != nil {
+				return nil, fmt.Errorf("measure bus from %s to %s: %w", nd.name, rt.nodes[p].name, err)
+			}
+			out = append(out, l)
+		}
+	}
 	return out, nil
+}
+
+// CalibrateBus measures the bus as MeasureBus does and records the links
+// in the bus model: the one the runtime predicts transfers with, and its
+// file in the model directory (bus/<host>.json), which it returns. Links
+// measured before and not again (nodes absent now) are kept. With RAM only
+// there is nothing to measure or save: no link and no file.
+func (rt *Runtime) CalibrateBus(ctx context.Context, size uint64, reps int) ([]BusLink, string, error) {
+	links, err := rt.MeasureBus(ctx, size, reps)
+	if err != nil || len(links) == 0 {
+		return links, "", err
+	}
+	dir := rt.modelDir()
+	bus := rt.bus
+	if bus == nil {
+		// No model in use (RAM only, or the measure at start failed):
+		// the file's is updated for the next start.
+		if bus, _, err = perfmodel.LoadBus(dir); err != nil {
+			rt.log.Warn("bus model unreadable; writing it again", "error", err)
+			bus = &perfmodel.Bus{}
+		}
+	}
+	for _, l := range links {
+		if err := bus.Set(l.Src, l.Dst, l.MBps, l.LatencyUs); err != nil {
+			return nil, "", fmt.Errorf("bus model: %w", err)
+		}
+	}
+	if err := bus.Save(dir); err != nil {
+		return nil, "", fmt.Errorf("save the bus model: %w", err)
+	}
+	return links, perfmodel.BusPath(dir), nil
 }
 
 func (rt *Runtime) measureNode(ctx context.Context, nd *memNode, size uint64, reps int) (up, down BusLink, err error) {
@@ -61,60 +102,89 @@ func (rt *Runtime) measureNode(ctx context.Context, nd *memNode, size uint64, re
 	}
 	defer rt.arena.Free(host)
 	clear(rt.arena.Bytes(host))
+	buf, err := rt.engine.busAlloc(ctx, nd, size)
+	if err != nil {
+		return up, down, err
+	}
+	defer rt.engine.busFree(nd, buf)
+	if up, err = rt.engine.timeCopies(ctx, BusLink{Src: "RAM", Dst: nd.name}, nd, size, reps, func(c *wire.Copy) {
+		c.DstNode, c.SrcBuffer, c.DstBuffer = nd.local, host.Offset, buf
+	}); err != nil {
+		return up, down, err
+	}
+	down, err = rt.engine.timeCopies(ctx, BusLink{Src: nd.name, Dst: "RAM"}, nd, size, reps, func(c *wire.Copy) {
+		c.SrcNode, c.SrcBuffer, c.DstBuffer = nd.local, buf, host.Offset
+	})
+	return up, down, err
+}
+
+// measurePeer measures copies from device node a to its peer b, posted to
+// a's worker as the coherency protocol posts them.
+func (rt *Runtime) measurePeer(ctx context.Context, a, b *memNode, size uint64, reps int) (BusLink, error) {
+	l := BusLink{Src: a.name, Dst: b.name}
 	e := rt.engine
-	buf, err := e.syncDevice(ctx, func(x *xfer) (int, func([]byte)) {
+	src, err := e.busAlloc(ctx, a, size)
+	if err != nil {
+		return l, err
+	}
+	defer e.busFree(a, src)
+	dst, err := e.busAlloc(ctx, b, size)
+	if err != nil {
+		return l, err
+	}
+	defer e.busFree(b, dst)
+	return e.timeCopies(ctx, l, a, size, reps, func(c *wire.Copy) {
+		c.SrcNode, c.DstNode, c.SrcBuffer, c.DstBuffer = a.local, b.local, src, dst
+	})
+}
+
+// busAlloc allocates size bytes on nd for a measure, outside the node's
+// accounting (the runtime measures before any data is there).
+func (e *engine) busAlloc(ctx context.Context, nd *memNode, size uint64) (uint64, error) {
+	return e.syncDevice(ctx, func(x *xfer) (int, func([]byte)) {
 		e.nextBuf++
 		a := wire.Alloc{ID: x.id, Node: nd.local, Buffer: e.nextBuf, Size: size}
 		return wire.AllocSize, a.Encode
 	}, nd)
-	if err != nil {
-		return up, down, err
-	}
-	defer e.call(func() { f := wire.Free{Node: nd.local, Buffer: buf}; e.postCtl(nd.worker, wire.FreeSize, f.Encode) })
-	copyOnce := func(toDevice bool, n uint64) (time.Duration, error) {
+}
+
+func (e *engine) busFree(nd *memNode, buf uint64) {
+	e.call(func() { f := wire.Free{Node: nd.local, Buffer: buf}; e.postCtl(nd.worker, wire.FreeSize, f.Encode) })
+}
+
+// timeCopies fills l with the best time of reps copies of size bytes and
+// the median time of tiny ones, each a Copy of one range that set fills
+// in, posted to nd's worker and waited for.
+func (e *engine) timeCopies(ctx context.Context, l BusLink, nd *memNode, size uint64, reps int, set func(*wire.Copy)) (BusLink, error) {
+	copyOnce := func(n uint64) (time.Duration, error) {
 		t0 := time.Now()
 		_, err := e.syncDevice(ctx, func(x *xfer) (int, func([]byte)) {
 			c := wire.Copy{ID: x.id, Ranges: []wire.CopyRange{{Len: n}}}
-			if toDevice {
-				c.DstNode, c.SrcBuffer, c.DstBuffer = nd.local, host.Offset, buf
-			} else {
-				c.SrcNode, c.SrcBuffer, c.DstBuffer = nd.local, buf, host.Offset
-			}
+			set(&c)
 			return wire.CopyLen(1), c.Encode
 		}, nd)
 		return time.Since(t0), err
 	}
-	measure := func(toDevice bool) (BusLink, error) {
-		l := BusLink{Src: "RAM", Dst: nd.name}
-		if !toDevice {
-			l.Src, l.Dst = nd.name, "RAM"
+	best := time.Duration(1<<63 - 1)
+	for i := 0; i < reps; i++ {
+		d, err := copyOnce(size)
+		if err != nil {
+			return l, err
 		}
-		best := time.Duration(1<<63 - 1)
-		for i := 0; i < reps; i++ {
-			d, err := copyOnce(toDevice, size)
-			if err != nil {
-				return l, err
-			}
-			best = min(best, d)
-		}
-		var tiny []time.Duration
-		for i := 0; i < busTinyReps; i++ {
-			d, err := copyOnce(toDevice, 8)
-			if err != nil {
-				return l, err
-			}
-			tiny = append(tiny, d)
-		}
-		sort.Slice(tiny, func(i, j int) bool { return tiny[i] < tiny[j] })
-		l.MBps = float64(size) / best.Seconds() / 1e6
-		l.LatencyUs = float64(tiny[len(tiny)/2].Nanoseconds()) / 1e3
-		return l, nil
+		best = min(best, d)
 	}
-	if up, err = measure(true); err != nil {
-		return up, down, err
+	var tiny []time.Duration
+	for i := 0; i < busTinyReps; i++ {
+		d, err := copyOnce(8)
+		if err != nil {
+			return l, err
+		}
+		tiny = append(tiny, d)
 	}
-	down, err = measure(false)
-	return up, down, err
+	sort.Slice(tiny, func(i, j int) bool { return tiny[i] < tiny[j] })
+	l.MBps = float64(size) / best.Seconds() / 1e6
+	l.LatencyUs = float64(tiny[len(tiny)/2].Nanoseconds()) / 1e3
+	return l, nil
 }
 
 // syncDevice posts one device-memory message built by msg for a new
@@ -163,6 +233,11 @@ func (rt *Runtime) loadBus(ctx context.Context) error {
 		}
 		if _, ok := bus.Predict(nd.name, "RAM", 1); !ok {
 			missing = true
+		}
+		for _, p := range nd.peers {
+			if _, ok := bus.Predict(nd.name, rt.nodes[p].name, 1); !ok {
+				missing = true
+			}
 		}
 	}
 	if missing {

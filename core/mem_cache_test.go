@@ -12,17 +12,14 @@ import (
 )
 
 // rowSumCSR is an OpenCL kernel over a float CSR matrix or row block, by
-// the calling convention (the region, then nnz, nrow, firstentry, the
-// region's length and the tag): y[i] is the sum of row i. It finds the
-// parts where iface.PartOffsets puts them.
+// the calling convention (its parts nzval, colind and rowptr, then nnz,
+// nrow, firstentry, the region's length and the tag): y[i] is the sum of
+// row i.
 const rowSumCSR = `
-kernel void rowsum(global const uchar *a, uint nnz, uint nrow, uint first, uint ld, uint tag, global float *y, uint n) {
+kernel void rowsum(global const float *val, global const uint *colind, global const uint *rowptr,
+		ulong nnz, ulong nrow, ulong first, ulong ld, ulong tag, global float *y, uint n) {
 	size_t i = get_global_id(0);
 	if (i >= n || i >= nrow) return;
-	global const float *val = (global const float *)a;
-	uint off1 = (nnz * 4 + 63) & ~63u;
-	uint off2 = (off1 + nnz * 4 + 63) & ~63u;
-	global const uint *rowptr = (global const uint *)(a + off2);
 	float s = 0;
 	for (uint k = rowptr[i] - first; k < rowptr[i + 1] - first; k++) s += val[k];
 	y[i] = s;

@@ -44,8 +44,10 @@ type xfer struct {
 	waiters []dataWaiter
 	then    []func(err error)
 	// dev is the device node whose memory the transfer uses: tasks waiting
-	// for memory there retry after it.
-	dev *memNode
+	// for memory there retry after it. to is the destination of a copy
+	// between two device nodes (dev is its source), which is treated the
+	// same.
+	dev, to *memNode
 	// drv, when set, is the driver carrying the transfer out instead of
 	// dev's: a multiformat conversion running on a CPU worker.
 	drv *driverInst
@@ -73,8 +75,11 @@ func (x *xfer) wait(w dataWaiter) { x.waiters = append(x.waiters, w) }
 // then the tasks waiting for x, which take hold of their data before the
 // tasks waiting for memory get a chance to evict it.
 func (e *engine) finishXfer(x *xfer, err error) {
-	if x.dev != nil {
-		x.dev.reqs.inflight--
+	nodes := [2]*memNode{x.dev, x.to}
+	for _, nd := range nodes {
+		if nd != nil {
+			nd.reqs.inflight--
+		}
 	}
 	for _, f := range x.then {
 		f(err)
@@ -82,11 +87,13 @@ func (e *engine) finishXfer(x *xfer, err error) {
 	for _, w := range x.waiters {
 		w.xferDone(e, err)
 	}
-	if x.dev != nil {
-		if len(x.dev.memWaiters) > 0 {
-			e.wakeMemWaiters(x.dev)
+	for _, nd := range nodes {
+		if nd != nil {
+			if len(nd.memWaiters) > 0 {
+				e.wakeMemWaiters(nd)
+			}
+			e.pumpAfter(nd)
 		}
-		e.pumpAfter(x.dev)
 	}
 }
 
@@ -206,19 +213,21 @@ func (e *engine) need(h *Handle, n int, m Mode, w dataWaiter, since uint64) (pen
 }
 
 // fetch starts bringing a valid copy of h, which must exist, to node n and
-// returns the transfer that does it.
+// returns the transfer that does it: from RAM when it is valid, else from
+// a device with a peer link to n (one copy), else through RAM.
 func (e *engine) fetch(h *Handle, n int) *xfer {
 	src := 0
 	if h.reps[0].state == invalid {
+		src = -1
 		for i := range h.reps {
-			if h.reps[i].state != invalid {
+			if h.reps[i].state != invalid && (src < 0 || !e.rt.direct(src, n) && e.rt.direct(i, n)) {
 				src = i
-				break
 			}
 		}
 	}
-	if src != 0 && n != 0 {
-		// Device to device goes through RAM.
+	if src != 0 && n != 0 && (h.mf != nil || !e.rt.direct(src, n)) {
+		// Device to device without a peer link goes through RAM, and so
+		// does multiformat data (a conversion on each side).
 		ram := &h.reps[0]
 		first := ram.filling
 		if first == nil {
@@ -242,8 +251,9 @@ func (e *engine) fetch(h *Handle, n int) *xfer {
 	return e.copyBetween(h, src, n)
 }
 
-// copyBetween posts a copy of h from src to dst (one of them RAM) on the
-// device worker's ring.
+// copyBetween posts a copy of h from src to dst (one of them RAM, or a peer
+// link between them) on the device worker's ring, the source's for a copy
+// between devices.
 func (e *engine) copyBetween(h *Handle, src, dst int) *xfer {
 	x := e.newXfer()
 	e.postCopy(h, src, dst, x)
@@ -259,12 +269,19 @@ func (e *engine) postCopy(h *Handle, src, dst int, x *xfer) {
 	e.xfers[x.id] = x
 	h.reps[dst].filling = x
 	dev := dst
-	if dst == 0 {
+	if src != 0 {
+		// The source's worker: it orders the read with its own later
+		// commands on the buffer (a free, a write), which another
+		// worker could not.
 		dev = src
 	}
 	nd := e.rt.nodes[dev]
 	x.dev = nd
 	nd.reqs.inflight++
+	if src != 0 && dst != 0 {
+		x.to = e.rt.nodes[dst]
+		x.to.reqs.inflight++
+	}
 	if e.rt.trace != nil {
 		e.rt.trace.xferPosted(x.id, h, src, dst)
 	}
@@ -273,12 +290,15 @@ func (e *engine) postCopy(h *Handle, src, dst int, x *xfer) {
 	gen := h.x.gen
 	c := wire.Copy{ID: x.id, SrcNode: e.localNode(src), DstNode: e.localNode(dst), SrcBuffer: e.bufferOn(h, src), DstBuffer: e.bufferOn(h, dst)}
 	plan := h.copyPlan()
-	if dst == 0 {
+	switch {
+	case src != 0 && dst != 0:
+		c.Ranges = deviceRanges(plan)
+	case dst == 0:
 		c.Ranges = make([]wire.CopyRange, len(plan))
 		for i, r := range plan {
 			c.Ranges[i] = wire.CopyRange{SrcOffset: r.DstOffset, DstOffset: r.SrcOffset, Len: r.Len}
 		}
-	} else {
+	default:
 		c.Ranges = plan
 	}
 	x.then = append(x.then, func(err error) {
@@ -288,12 +308,30 @@ func (e *engine) postCopy(h *Handle, src, dst int, x *xfer) {
 			return
 		}
 		r.state = shared
-		if s := &h.reps[src]; s.state == owner {
+		if s := &h.reps[src]; s.state == owner && (src == 0 || dst == 0) {
+			// RAM holds the value now. A device owner that copied to a
+			// peer stays the owner: RAM still lacks the value, and the
+			// owner is the replicate written back before eviction.
 			s.state = shared
 		}
 		h.publishValid()
 	})
 	e.postCtl(nd.worker, wire.CopyLen(len(c.Ranges)), c.Encode)
+}
+
+// deviceRanges are the ranges of a copy between two device nodes, which
+// lay a datum out alike: the device side of each RAM-to-device range,
+// runs that touch merged into one.
+func deviceRanges(plan []wire.CopyRange) []wire.CopyRange {
+	var out []wire.CopyRange
+	for _, r := range plan {
+		if n := len(out); n > 0 && out[n-1].DstOffset+out[n-1].Len == r.DstOffset {
+			out[n-1].Len += r.Len
+			continue
+		}
+		out = append(out, wire.CopyRange{SrcOffset: r.DstOffset, DstOffset: r.DstOffset, Len: r.Len})
+	}
+	return out
 }
 
 func (e *engine) localNode(n int) uint32 {
@@ -325,6 +363,7 @@ func (e *engine) allocate(r *replicate, since uint64) (*xfer, error) {
 		nd.cache[size] = c[:len(c)-1]
 		r.allocated = true
 		nd.reps[r] = struct{}{}
+		e.postParts(nd, r)
 		return nil, nil
 	}
 	if nd.used+size > nd.capacity {
@@ -358,7 +397,23 @@ func (e *engine) allocate(r *replicate, since uint64) (*xfer, error) {
 	})
 	a := wire.Alloc{ID: x.id, Node: nd.local, Buffer: r.buf, Size: size}
 	e.postCtl(nd.worker, wire.AllocSize, a.Encode)
+	e.postParts(nd, r)
 	return x, nil
+}
+
+// postParts tells nd's worker where the parts of a plugin datum lie in
+// the buffer r now gives it, so that its kernels get each part as a
+// buffer (wire.Parts): after the Alloc, or whenever a cached buffer,
+// which may have held another datum, is reused. It travels on the
+// dispatch ring before any Exec that uses the buffer (post flushes
+// control messages first).
+func (e *engine) postParts(nd *memNode, r *replicate) {
+	d := r.h.iface
+	if d == nil {
+		return
+	}
+	p := wire.Parts{Node: nd.local, Buffer: r.buf, Parts: d.parts}
+	e.postCtl(nd.worker, wire.PartsLen(len(p.Parts)), p.Encode)
 }
 
 // makeRoom frees memory on nd for size bytes: first the cache, then
@@ -530,7 +585,11 @@ func (e *engine) prepare(j *job, w *workerState) (bool, error) {
 		if h.layout.Interface == kernel.Void {
 			continue
 		}
-		p, err := e.need(h, w.node, modes[i], j, since)
+		m := modes[i]
+		if j.sub && j.modes[i]&^Locality == Scratch {
+			m = W // room only: a SCRATCH buffer's contents are undefined
+		}
+		p, err := e.need(h, w.node, m, j, since)
 		if err != nil {
 			return false, err
 		}
@@ -570,12 +629,19 @@ func (j *job) xferDone(e *engine, err error) {
 // completion waits for, or nil.
 func (e *engine) dropData(j *job, ok bool) (wt *opGroup) {
 	if !j.dataHeld {
+		e.dropScratch(j)
 		return nil
 	}
 	j.dataHeld = false
 	hs, modes := j.buffers()
 	for i, h := range hs {
 		h.reps[j.node].refs--
+		if j.sub && j.node != 0 && j.modes[i]&^Locality == Scratch {
+			// Never written back: its allocation goes to the node's cache
+			// for the next SCRATCH buffer of its size.
+			e.release(&h.reps[j.node])
+			continue
+		}
 		if ok && modes[i]&W != 0 {
 			h.written(j.node)
 			if h.x.wt.Load() != 0 {
@@ -587,6 +653,26 @@ func (e *engine) dropData(j *job, ok bool) (wt *opGroup) {
 		e.wakeMemWaiters(nd)
 	}
 	return wt
+}
+
+// dropScratch releases the device allocations of the SCRATCH buffers of a
+// job that ends without having held its data (its placement failed).
+func (e *engine) dropScratch(j *job) {
+	if !j.sub {
+		return
+	}
+	x := j.ext.Load()
+	if x == nil || x.acc == nil || x.acc.bufs == nil {
+		return
+	}
+	for i, h := range x.acc.bufs {
+		if h == nil || j.modes[i]&^Locality != Scratch {
+			continue
+		}
+		for n := 1; n < len(h.reps); n++ {
+			e.release(&h.reps[n])
+		}
+	}
 }
 
 // fetchWaiter waits for the transfers that bring a handle to a node for the

@@ -4,6 +4,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
@@ -24,6 +25,10 @@ type memNode struct {
 
 	capacity uint64
 	used     uint64 // bytes allocated on the device, cached ones included
+	// peers are the device nodes, with a worker, that a copy from this one
+	// reaches in one Copy (driver.MemoryNode.Peers), posted to this node's
+	// worker.
+	peers []int
 	// cache holds freed allocations by size, for reuse before allocating:
 	// tiled algorithms allocate the same sizes over and over.
 	cache map[uint64][]uint64
@@ -69,8 +74,21 @@ func (rt *Runtime) setupNodes() error {
 			n.capacity = 0
 		}
 	}
+	for _, n := range rt.nodes[1:] {
+		for _, p := range n.drv.fp.Nodes[n.local-1].Peers {
+			if g := n.drv.globalNode(p); n.worker != nil && rt.nodes[g].worker != nil {
+				n.peers = append(n.peers, g)
+			}
+		}
+	}
 	rt.multiNode = len(rt.nodes) > 1
 	return nil
+}
+
+// direct tells whether data goes from device node src to device node dst
+// in one copy (a peer link), rather than through RAM.
+func (rt *Runtime) direct(src, dst int) bool {
+	return src != 0 && dst != 0 && slices.Contains(rt.nodes[src].peers, dst)
 }
 
 // globalNode maps a driver's node number to the runtime's.

@@ -378,6 +378,9 @@ func (h *Handle) request(op string, node int, mode Mode, kind reqKind, prio int,
 	if err := rt.checkNode(node); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, h, err)
 	}
+	if err := h.deviceErr(node); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	if prio < MinPriority || prio > MaxPriority {
 		return nil, fmt.Errorf("%w: %s %s: priority %d is outside [MinPriority, MaxPriority]", ErrInvalidData, op, h, prio)
 	}
@@ -590,7 +593,7 @@ func (h *Handle) SetWTMask(mask uint64) error {
 	if mask == ^uint64(0) {
 		mask = 0
 		for n := range min(len(rt.nodes), 64) {
-			if rt.checkNode(n) == nil {
+			if rt.checkNode(n) == nil && h.deviceErr(n) == nil {
 				mask |= 1 << n
 			}
 		}
@@ -601,6 +604,9 @@ func (h *Handle) SetWTMask(mask uint64) error {
 		}
 		if err := rt.checkNode(n); err != nil {
 			return fmt.Errorf("write-through mask %#x of %s: %w", mask, h, err)
+		}
+		if err := h.deviceErr(n); err != nil {
+			return fmt.Errorf("write-through mask %#x: %w", mask, err)
 		}
 	}
 	h.x.wt.Store(mask)

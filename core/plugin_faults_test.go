@@ -340,7 +340,9 @@ func init() {
 //     core assigns (a reply the client refuses: base.ErrBadReply);
 //   - "garbage-contents": a sound description without the parts, and one
 //     of three parts when asked to check the two parts given (ErrBadReply);
-//   - filter "extra": one child more than asked for (ErrBadReply).
+//   - filter "extra": one child more than asked for (ErrBadReply);
+//   - "no-plan" and "half-plan": sound, but without a copy plan, or with
+//     one that moves the first part only (data_iface_test.go).
 type garbageCore struct{}
 
 var garbageParts = []uint64{8, 4}
@@ -372,7 +374,13 @@ func (garbageCore) Describe(_ context.Context, meta []byte, parts []base.Span) (
 	return garbageDesc(garbageParts), nil
 }
 
-func (garbageCore) CopyPlan(context.Context, []byte) ([]iface.Range, error) {
+func (garbageCore) CopyPlan(_ context.Context, meta []byte) ([]iface.Range, error) {
+	switch string(meta) {
+	case "no-plan":
+		return nil, nil
+	case "half-plan":
+		return []iface.Range{{Buffer: 0, Len: 8}}, nil
+	}
 	return []iface.Range{{Buffer: 0, Len: 8}, {Buffer: 1, Len: 4}}, nil
 }
 

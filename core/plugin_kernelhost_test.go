@@ -17,7 +17,7 @@ import (
 // hostedKernels are the kernels this test binary hosts when the runtime
 // starts it again as its CPU driver.
 func hostedKernels() []kernel.Kernel {
-	return []kernel.Kernel{
+	return append(parallelTestKernels(), []kernel.Kernel{
 		{Name: "host_clamp", Func: func(ctx *kernel.Context) error {
 			var lo, hi float32
 			if err := ctx.Unpack(&lo, &hi); err != nil {
@@ -42,7 +42,7 @@ func hostedKernels() []kernel.Kernel {
 		{Name: "host_fail", Func: func(*kernel.Context) error {
 			return errors.New("user kernel says no")
 		}},
-	}
+	}...)
 }
 
 // schedOnlyDir is a plugin directory with a scheduler and no driver-cpu:

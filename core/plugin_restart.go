@@ -402,10 +402,11 @@ func (e *engine) retry(j *job, wid int) {
 	if e.untrack(j.id) == nil {
 		return
 	}
-	e.sendDone(j.sctx, wid, j.id, 0)
+	e.sendDone(j.sctx, j.doneWorker(wid), j.id, 0)
+	e.dropTeamCopies(j)
 	j.restoreSnapshot(e.rt)
 	j.retried = true
-	j.worker, j.posted, j.impl = -1, false, -1
+	j.worker, j.posted, j.impl, j.comb = -1, false, -1, nil
 	e.rt.log.Warn("retrying a task whose driver died", "task", j.name(), "worker", wid)
 	e.push(j, -1)
 }

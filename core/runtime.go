@@ -65,8 +65,17 @@ type Options struct {
 	// runtime starts this program again as its CPU driver, hosting them, in
 	// place of the plugin directory's driver-cpu (plugin_kernelhost.go).
 	// Compose libraries here: the standard one is kernels.Library() of
-	// plugins/driver-cpu/kernels. A name given twice is an error.
+	// plugins/driver-cpu/kernels. A name given twice is an error. With
+	// NotLaunchedDrivers, this process hosts them instead.
 	Kernels []kernel.Kernel
+	// NotLaunchedDrivers are the CPU workers the application runs on
+	// goroutines of its own (StarPU's not_launched_drivers), with
+	// Runtime.RunDriver or DriverInit, DriverRunOnce and DriverDeinit;
+	// their tasks wait until it does. The CPU driver then runs in this
+	// process, over Kernels (or is the one Drivers gives, which must
+	// implement driver.AppDriven), and starts its other workers itself
+	// (plugin_appdriven.go).
+	NotLaunchedDrivers []DriverID
 	// Dashboard, when set, is the address (host:port; port 0 picks one)
 	// the live dashboard serves on while the runtime runs, in place of
 	// config dashboard ($STARPU_DASHBOARD); see Runtime.DashboardAddr. It
@@ -96,6 +105,9 @@ type Runtime struct {
 	bus    *perfmodel.Bus
 	// failedDrivers are the device drivers that did not start.
 	failedDrivers []DriverNote
+	// teams are the combined workers parallel tasks may run on
+	// (task_parallel.go).
+	teams combinedTable
 	// maxExec is the largest Exec message a dispatch ring carries and
 	// calibrate whether tasks spread over every architecture to build
 	// their models.
@@ -131,6 +143,7 @@ type Runtime struct {
 	access   accessRT        // access modes and arbitration (data_access.go)
 	cbs      callbackThreads // threads running callbacks (data_acquire.go)
 	restarts restartState    // plugin restarts (plugin_restart.go)
+	apps     appTable        // application-driven workers (plugin_appdriven.go)
 	beats    heartbeats      // plugins' heartbeat slots (plugin_health.go)
 	threads  threadBudget    // GOMAXPROCS for in-process plugins
 
@@ -238,6 +251,9 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	if err := rt.createArena(); err != nil {
 		return nil, err
 	}
+	if opt, err = rt.initAppDrivers(opt); err != nil { // Options.NotLaunchedDrivers (plugin_appdriven.go)
+		return nil, err
+	}
 	var cands map[string]loader.Candidate
 	if len(opt.Drivers) == 0 || opt.Scheduler == nil {
 		if cands, rt.pluginsWhere, err = findPlugins(cfg); err != nil {
@@ -338,8 +354,17 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 		// The CPU driver is the one this runtime needs; other drivers load
 		// when present.
 		names := available(cands, base.KindDriver)
+		if f := rt.apps.cpu; f != nil {
+			// The application runs CPU workers: the CPU driver runs here
+			// (plugin_appdriven.go).
+			d, err := f(rt.arena, rt.log)
+			if err != nil {
+				return fmt.Errorf("in-process driver-cpu: %w", err)
+			}
+			ls = append(ls, loaded{name: "cpu", drv: d})
+		}
 		for _, n := range names {
-			if n == "cpu" && rt.cfg.NCPU == 0 {
+			if n == "cpu" && (rt.cfg.NCPU == 0 || rt.apps.cpu != nil) {
 				continue
 			}
 			p, err := rt.launch(ctx, cands["driver-"+n])
@@ -493,6 +518,9 @@ func (rt *Runtime) start(ctx context.Context) error {
 			}
 			req.Workers = append(req.Workers, w.spec)
 		}
+		if err := rt.holdAppWorkers(d); err != nil {
+			return err
+		}
 		if n == 0 {
 			continue
 		}
@@ -502,6 +530,9 @@ func (rt *Runtime) start(ctx context.Context) error {
 		if err := d.drv.Init(ctx, req); err != nil {
 			return fmt.Errorf("driver-%s: init: %w", d.name, err)
 		}
+		if err := rt.openAppWorkers(d); err != nil {
+			return err
+		}
 	}
 	if len(rt.workers) == 0 {
 		return errors.New("no worker: every driver is disabled or found no device")
@@ -510,6 +541,7 @@ func (rt *Runtime) start(ctx context.Context) error {
 		return err
 	}
 	rt.setupArchKeys()
+	rt.formCombined()
 	for _, w := range rt.workers {
 		rt.global.workers = append(rt.global.workers, w.id)
 	}
@@ -572,6 +604,7 @@ func (rt *Runtime) Shutdown() error {
 	if !rt.shutdown.CompareAndSwap(false, true) {
 		return ErrShutdown
 	}
+	rt.watchAppDrivers() // nobody may be running an application-driven worker (plugin_appdriven.go)
 	taskErr := rt.WaitForAll()
 	rt.saveModels()
 	var errs []error
@@ -642,6 +675,8 @@ func (rt *Runtime) teardown() error {
 		in.proc.Kill()
 	}
 	rt.ifaces.mu.Unlock()
+	// The application's goroutines leave the rings before the driver stops.
+	errs = append(errs, rt.closeAppDrivers(deinitTimeout))
 	for _, d := range rt.drivers {
 		if len(d.workers) > 0 && (d.proc == nil || !d.proc.Exited()) {
 			if err := deinit(d.drv.Deinit); err != nil {
@@ -653,7 +688,7 @@ func (rt *Runtime) teardown() error {
 		}
 	}
 	rt.restoreThreads()
-	if rt.arena != nil {
+	if rt.arena != nil && !rt.apps.stuck {
 		if err := rt.arena.Close(); err != nil {
 			errs = append(errs, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/starpu-go/starpu/core/internal/loader"
 	"github.com/starpu-go/starpu/pluginapi/driver"
@@ -20,6 +21,9 @@ type WorkerInfo struct {
 	Driver string
 	// Pid is the driver plugin's process, or 0 for an in-process driver.
 	Pid int
+	// AppDriven: the application runs this worker
+	// (Options.NotLaunchedDrivers).
+	AppDriven bool
 }
 
 // Workers lists the runtime's workers.
@@ -30,6 +34,7 @@ func (rt *Runtime) Workers() []WorkerInfo {
 		if p, _ := w.drv.current(); p != nil {
 			wi.Pid = p.Pid()
 		}
+		wi.AppDriven = rt.isAppDriven(w)
 		out = append(out, wi)
 	}
 	return out
@@ -50,6 +55,13 @@ func (rt *Runtime) MemoryNodes() []MemoryNodeInfo {
 		desc := fmt.Sprintf("%s, %d MiB (driver-%s)", n.drv.fp.Nodes[n.local-1].Name, n.capacity>>20, n.drv.name)
 		if n.worker == nil {
 			desc += ", no worker: unused"
+		}
+		if len(n.peers) > 0 {
+			names := make([]string, len(n.peers))
+			for i, p := range n.peers {
+				names[i] = rt.nodes[p].name
+			}
+			desc += ", direct copies to " + strings.Join(names, ", ")
 		}
 		nodes = append(nodes, MemoryNodeInfo{ID: n.id, Kind: n.name, Description: desc})
 	}

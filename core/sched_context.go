@@ -296,7 +296,7 @@ func (rt *Runtime) createContext(ctx context.Context, x config.Context) (_ *Sche
 // schedInit is the InitRequest of a policy instance scheduling workers.
 func (rt *Runtime) schedInit(workers []int, rings *ctxRings) *sched.InitRequest {
 	req := &sched.InitRequest{Rings: rings.refs, QueueDepth: rt.cfg.QueueDepth, MaxQueueDepth: config.MaxQueueDepth,
-		QueuedWork: queuedWork, SpinIters: rt.cfg.SpinIters}
+		QueuedWork: queuedWork, SpinIters: rt.cfg.SpinIters, Combined: rt.schedCombined()}
 	for _, id := range workers {
 		w := rt.workers[id]
 		req.Workers = append(req.Workers, sched.Worker{ID: w.id, Arch: w.drv.fp.Arch, Node: w.node})

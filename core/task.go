@@ -227,6 +227,10 @@ type job struct {
 	start  int64
 	end    int64
 
+	// comb is the combined worker the task runs on (task_parallel.go),
+	// worker its master; nil on one worker.
+	comb *combinedWorker
+
 	// Data placement (engine goroutine only, multi-node runtimes): the
 	// node the job runs on, whether it holds references on its replicates
 	// there, and the transfers it waits for before being posted.
@@ -598,7 +602,7 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 		}
 		return rt.checkTag(t, j)
 	}
-	if max := rt.maxExec; wire.ExecSize(len(t.Handles), len(t.Arg)) > max {
+	if max := rt.maxExec; wire.ExecSize(len(t.Handles), len(t.Arg))+rt.maxTeamLen(j) > max {
 		return fmt.Errorf("%w: task %q: argument of %d bytes with %d buffers exceeds the %d-byte dispatch message", ErrInvalidTask, name, len(t.Arg), len(t.Handles), max)
 	}
 	if err := rt.placeTask(t, j, name); err != nil {
@@ -608,6 +612,9 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 		if err := rt.checkScratchRedux(t, j, name); err != nil {
 			return err
 		}
+	}
+	if err := rt.checkDeviceData(t, j, name); err != nil {
+		return err
 	}
 	return rt.checkTag(t, j)
 }

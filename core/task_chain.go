@@ -37,8 +37,9 @@ package core
 //     both by compare-and-swap: Submit may chain S while the engine
 //     releases it, and exactly one of them must push it.
 //
-// What is chained: a task of the global context on a machine with RAM
-// only, whose Exec the core encodes at push time (engine.postKernel), with
+// What is chained: a sequential task (a parallel one may need a team that
+// is not P's worker: task_parallel.go) of the global context on a machine
+// with RAM only, whose Exec the core encodes at push time (engine.postKernel), with
 // no SCRATCH or REDUX buffers, data locks, prologue callback, worker order
 // or worker of its own, not retried after a driver crash, and whose every
 // dependency is on P (data, or one tag group of one tag bound to P). Each
@@ -84,7 +85,7 @@ func (rt *Runtime) chainable(s *job) bool {
 	t := s.task
 	// A job waiting for dependencies has no implementation chosen (the
 	// engine chooses it at dispatch: -1).
-	return rt.chains && t != nil && s.acquire == nil && s.cl != nil && !s.nowhere && !s.arb && !s.sub &&
+	return rt.chains && t != nil && s.acquire == nil && s.cl != nil && !s.cl.par && !s.nowhere && !s.arb && !s.sub &&
 		s.ctx == nil && s.pinned < 0 && t.PrologueCallback == nil && t.WorkerOrder == 0 &&
 		!(s.cl.retryable && rt.cfg.PluginRestarts > 0) && !rt.engine.checks.Load() &&
 		s.status.Load() == uint32(statusWaiting) && rt.engine.postKernelImpl(s, rt.global, -1) >= 0

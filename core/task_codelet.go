@@ -156,11 +156,19 @@ type Codelet struct {
 	// every architecture and implementation its drivers host; a task for
 	// which it accepts none fails with ErrNoWorker. It must not block.
 	CanExecute func(arch driver.Arch, t *Task, impl int) bool
-	// Type is Seq; parallel types are rejected until parallel tasks exist.
+	// Type is Seq (the default), or SPMD or ForkJoin for a parallel task:
+	// besides running on one worker, as any task, it may then run on a
+	// combined worker (Runtime.CombinedWorkers), when the scheduling
+	// policy places it there (dmda does). An SPMD kernel then runs on
+	// every member of the team at once, each with its rank
+	// (kernel.Context.CombinedRank) among CombinedSize; a ForkJoin kernel
+	// runs once, on the team's master, and may keep CombinedSize
+	// goroutines busy.
 	Type CodeletType
-	// MaxParallelism bounds the workers of a parallel task; as in StarPU
-	// it means nothing for Seq, the only type accepted until parallel
-	// tasks exist.
+	// MaxParallelism bounds the size of the combined workers a parallel
+	// task may run on: 1 keeps it on one worker; 0 sets no bound (StarPU
+	// reads 0 as "none but a worker", which is why its examples set
+	// INT_MAX). It means nothing for Seq, as in StarPU.
 	MaxParallelism int
 	// NBuffers is the number of buffers, or VariableBuffers. Zero means
 	// len(Modes).
@@ -233,6 +241,10 @@ type codeletInfo struct {
 	modes Mode
 	// retryable is Codelet.Retryable.
 	retryable bool
+	// par: the codelet's tasks may run on combined workers (SPMD or
+	// ForkJoin), of at most maxPar workers (0: no bound).
+	par    bool
+	maxPar int
 }
 
 // workerStat counts a codelet's executions on one worker.
@@ -261,8 +273,8 @@ func (cl *Codelet) implNames(a driver.Arch) []string {
 }
 
 func (cl *Codelet) validate(nnodes int) error {
-	if cl.Type != Seq {
-		return fmt.Errorf("%w: codelet %q has type %s: parallel tasks are not supported yet; use Seq", ErrInvalidTask, cl.Name, cl.Type)
+	if cl.Type != Seq && cl.Type != SPMD && cl.Type != ForkJoin {
+		return fmt.Errorf("%w: codelet %q has type %s: want Seq, SPMD or ForkJoin", ErrInvalidTask, cl.Name, cl.Type)
 	}
 	if cl.MaxParallelism < 0 {
 		return fmt.Errorf("%w: codelet %q: MaxParallelism = %d", ErrInvalidTask, cl.Name, cl.MaxParallelism)
@@ -356,7 +368,7 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 	}
 	info := &codeletInfo{model: model, nowhere: cl.Where == Nowhere, impls: make([][]int32, len(rt.drivers)),
 		implMask: make([]uint8, len(rt.drivers)), asyncMask: make([]uint8, len(rt.drivers)), rr: make([]uint8, len(rt.drivers)), stats: make([]workerStat, len(rt.workers)),
-		retryable: cl.Retryable}
+		retryable: cl.Retryable, par: cl.Type != Seq, maxPar: cl.MaxParallelism}
 	for _, m := range cl.Modes {
 		info.modes |= m
 	}

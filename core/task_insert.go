@@ -417,12 +417,14 @@ func ExecuteOnNode(rank int) InsertArg {
 	}}
 }
 
-// PossiblyParallel stands for StarPU's STARPU_POSSIBLY_PARALLEL. False is
-// what every task is here; true is refused until parallel tasks exist.
+// PossiblyParallel stands for StarPU's STARPU_POSSIBLY_PARALLEL, a hint
+// for its scheduling-context hypervisor that StarPU itself leaves
+// undocumented. False is what every task is here; true is refused: a
+// parallel task is one whose codelet's Type is SPMD or ForkJoin.
 func PossiblyParallel(on bool) InsertArg {
 	return insertOpt{"PossiblyParallel", func(*taskBuilder) error {
 		if on {
-			return errUnsupported("STARPU_POSSIBLY_PARALLEL: parallel tasks are not supported yet")
+			return errUnsupported("STARPU_POSSIBLY_PARALLEL: the hypervisor's hint has no equivalent here; a codelet of Type SPMD or ForkJoin makes a parallel task")
 		}
 		return nil
 	}}

@@ -210,9 +210,21 @@ func (e *engine) predict(j *job, p *wire.Push) {
 }
 
 // fetchTime is the bus model's time to bring h, valid on the nodes of
-// mask, to node n. Copies go through RAM (mem_coherency.go), so data valid
-// only on another device pays its copy up to RAM as well.
+// mask, to node n, the way engine.fetch brings it: from RAM when valid,
+// else in one copy from a device with a peer link to n, else through RAM,
+// so that data valid only on another device pays its copy up to RAM as
+// well (and so does a peer link the model has not measured).
 func (rt *Runtime) fetchTime(h *Handle, mask uint64, n int) float64 {
+	if mask&1 == 0 && n != 0 {
+		for m := mask; m != 0; m &= m - 1 {
+			if src := bits.TrailingZeros64(m); src < len(rt.nodes) && rt.direct(src, n) {
+				if t, ok := rt.bus.Predict(rt.nodes[src].name, rt.nodes[n].name, h.transferBytes(n)); ok {
+					return t
+				}
+				break
+			}
+		}
+	}
 	var ns float64
 	if src := bits.TrailingZeros64(mask); mask&1 == 0 && src < len(rt.nodes) {
 		t, _ := rt.bus.Predict(rt.nodes[src].name, "RAM", h.transferBytes(src))

@@ -9,7 +9,9 @@ import (
 )
 
 // fetchTime predicts the copies the coherency protocol makes: through RAM,
-// so that data valid only on one device pays both legs to reach another.
+// so that data valid only on one device pays both legs to reach another,
+// but in one copy over a peer link (cuda_0 to cuda_1) when the bus model
+// has measured it.
 func TestFetchTime(t *testing.T) {
 	bus := &perfmodel.Bus{}
 	// 1 byte/us and 10 us of latency up, 2 bytes/us and 20 us down, and
@@ -20,12 +22,14 @@ func TestFetchTime(t *testing.T) {
 	}{
 		{"RAM", "opencl_0", 1, 10}, {"opencl_0", "RAM", 2, 20},
 		{"RAM", "cuda_0", 4, 40}, {"cuda_0", "RAM", 8, 80},
+		{"cuda_0", "cuda_1", 16, 160}, {"RAM", "cuda_1", 32, 320}, {"cuda_1", "RAM", 64, 640},
 	} {
 		if err := bus.Set(l.src, l.dst, l.mbps, l.latency); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rt := &Runtime{nodes: []*memNode{{id: 0, name: "RAM"}, {id: 1, name: "opencl_0"}, {id: 2, name: "cuda_0"}}, bus: bus}
+	// Both CUDA nodes are peers; only cuda_0 to cuda_1 was measured.
+	rt := &Runtime{nodes: []*memNode{{id: 0, name: "RAM"}, {id: 1, name: "opencl_0"}, {id: 2, name: "cuda_0", peers: []int{3}}, {id: 3, name: "cuda_1", peers: []int{2}}}, bus: bus}
 	const bytes = 800
 	h := &Handle{layout: kernel.Layout{Interface: kernel.Vector, ElemSize: 1, NX: bytes}, size: bytes}
 	us := func(mbps, latency float64) float64 { return (latency + bytes/mbps) * 1e3 }
@@ -40,6 +44,9 @@ func TestFetchTime(t *testing.T) {
 		{"one device to another, through RAM", 1 << 2, 1, us(8, 80) + us(1, 10)},
 		{"RAM and a device to the other device: from RAM", 1 | 1<<1, 2, us(4, 40)},
 		{"two devices to RAM: from the first", 1<<1 | 1<<2, 0, us(2, 20)},
+		{"a device to its peer: one copy", 1 << 2, 3, us(16, 160)},
+		{"another device and a peer: from the peer", 1<<1 | 1<<2, 3, us(16, 160)},
+		{"a peer link not measured: through RAM", 1 << 3, 2, us(64, 640) + us(4, 40)},
 	} {
 		if got := rt.fetchTime(h, c.mask, c.dst); got != c.want {
 			t.Errorf("%s: %v ns, want %v", c.name, got, c.want)

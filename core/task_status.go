@@ -84,6 +84,11 @@ type ProfilingInfo struct {
 	// of the implementation it ran (Codelet.Impls), -1 when none.
 	Worker         int
 	Implementation int
+	// CombinedWorker is the combined worker a parallel task ran on
+	// (Runtime.CombinedWorkers; Worker is its master), -1 when it ran on
+	// one worker; CombinedSize is the number of workers that ran it, 1
+	// then.
+	CombinedWorker, CombinedSize int
 	// Predicted is the performance model's prediction of its execution on
 	// the worker that ran it (that worker's architecture, the
 	// implementation it ran), read when it was dispatched there, -1
@@ -112,8 +117,11 @@ func (rt *Runtime) Profiling(t *Task) (ProfilingInfo, error) {
 	if !done {
 		return ProfilingInfo{}, fmt.Errorf("%w: task %q has not run yet", ErrInvalidTask, t.TaskName())
 	}
-	p := ProfilingInfo{Worker: int(j.worker), Implementation: int(j.impl),
+	p := ProfilingInfo{Worker: int(j.worker), Implementation: int(j.impl), CombinedWorker: -1, CombinedSize: 1,
 		Predicted: nsOrUnknown(j.predicted), PredictedTransfer: nsOrUnknown(j.predictedTransfer)}
+	if c := j.comb; c != nil {
+		p.CombinedWorker, p.CombinedSize = c.id, c.size()
+	}
 	if x := j.ext.Load(); x != nil && x.submitNs != 0 {
 		p.Submitted = rt.monoTime(x.submitNs)
 	}

@@ -133,8 +133,8 @@ func TestSubmitValidation(t *testing.T) {
 		is   error
 		msg  string
 	}{
-		{"spmd", &core.Task{Codelet: cl(func(c *core.Codelet) { c.Type = core.SPMD })}, core.ErrInvalidTask, "SPMD: parallel tasks are not supported"},
-		{"forkjoin", &core.Task{Codelet: cl(func(c *core.Codelet) { c.Type = core.ForkJoin })}, core.ErrInvalidTask, "FORKJOIN"},
+		{"unknown codelet type", &core.Task{Codelet: cl(func(c *core.Codelet) { c.Type = 7 })}, core.ErrInvalidTask, "type CodeletType(7): want Seq, SPMD or ForkJoin"},
+		{"negative max parallelism", &core.Task{Codelet: cl(func(c *core.Codelet) { c.Type = core.SPMD; c.MaxParallelism = -1 })}, core.ErrInvalidTask, "MaxParallelism = -1"},
 		{"codelet where excludes every worker", &core.Task{Codelet: cl(func(c *core.Codelet) { c.Where = cuda })}, core.ErrNoWorker, "Where cuda"},
 		{"task where excludes every worker", &core.Task{Codelet: emptyCl, Where: cuda}, core.ErrNoWorker, "leaves no architecture"},
 		{"nowhere mixed with an architecture", &core.Task{Codelet: cl(func(c *core.Codelet) { c.Where = core.Nowhere | cpu })}, core.ErrInvalidTask, "combines Nowhere"},
@@ -174,6 +174,8 @@ func TestSubmitValidation(t *testing.T) {
 		{Codelet: emptyCl, Where: cpu},
 		{Codelet: cl(func(c *core.Codelet) { c.Modes = []core.Mode{core.R}; c.Nodes = []int{core.NodeLocal} }), Handles: []*core.Handle{h}},
 		{Codelet: emptyVar, Handles: []*core.Handle{h}, Modes: []core.Mode{core.R}, Nodes: []int{core.NodeCPU}},
+		{Codelet: cl(func(c *core.Codelet) { c.Type = core.SPMD })},
+		{Codelet: cl(func(c *core.Codelet) { c.Type = core.ForkJoin; c.MaxParallelism = 1 })},
 	}
 	for i, task := range ok {
 		if err := rt.Submit(task); err != nil {

@@ -10,10 +10,11 @@ import (
 )
 
 // bandwidth measures transfers between RAM and every device memory node,
+// and between device nodes with a peer link (GPUs with peer access),
 // through the drivers' own copy path, and saves the result as the bus model
 // the schedulers use (like StarPU's bus calibration).
 func bandwidth(ctx context.Context, args []string, out io.Writer) error {
-	c := newCmd("bench bandwidth", "[flags]", "Measure the bandwidth and latency of copies between RAM and every device memory\nnode, through the drivers, and save them as the bus model the schedulers use.")
+	c := newCmd("bench bandwidth", "[flags]", "Measure the bandwidth and latency of copies between RAM and every device memory\nnode, and between devices with a direct (peer) link, through the drivers, and\nsave them as the bus model the schedulers use.")
 	var rf runtimeFlags
 	rf.registerSome(c.FlagSet, 0)
 	c.refuse("it runs no task (it copies through the drivers directly)", "sched", "trace")
@@ -32,7 +33,7 @@ func bandwidth(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	links, err := rt.MeasureBus(ctx, uint64(*size), *reps)
+	links, saved, err := rt.CalibrateBus(ctx, uint64(*size), *reps)
 	if ferr := rf.finish(rt); err == nil {
 		err = ferr
 	}
@@ -52,6 +53,7 @@ func bandwidth(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\n", l.Src, l.Dst, l.MBps, l.LatencyUs)
 	}
 	tw.Flush()
+	fmt.Fprintf(out, "bus model saved to %s\n", saved)
 	// The key=value line gives the first device's figures.
 	var h2d, d2h core.BusLink
 	for _, l := range links {

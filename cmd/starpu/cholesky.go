@@ -26,6 +26,7 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	check := fs.Bool("check", true, "verify the factor with a residual check")
 	retryable := fs.Bool("retryable", false, "mark the codelets Retryable: the runtime snapshots each task's read-write tile, so that a task whose driver plugin dies is run again on the restarted driver")
 	layout := fs.String("layout", "partition", "partition: one matrix cut into tiles by a filter (StarPU's cholesky_implicit); async: the same through a partition plan submitted with the tasks, gathered back asynchronously; contiguous: each tile allocated apart (cholesky_tile_tag)")
+	parallel := fs.Int("parallel", 0, "the potrf and gemm tasks of the first N panel steps are parallel tasks (FORKJOIN codelets of the parallel potrf and gemm kernels), which a policy that places them (dmda) runs on combined workers")
 	var mf choleskyMPIFlags
 	mf.register(fs)
 	if err := c.parse(args, out); err != nil {
@@ -38,11 +39,14 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 		return usagef("cholesky: --precision %q: want single or double", *precision)
 	}
 	const cmd = "cholesky"
-	if err := checkFlags(checkFlag(cmd, "size", *size, 1, maxMatrixOrder), checkFlag(cmd, "nblocks", *nblocks, 1, maxTiles)); err != nil {
+	if err := checkFlags(checkFlag(cmd, "size", *size, 1, maxMatrixOrder), checkFlag(cmd, "nblocks", *nblocks, 1, maxTiles), checkFlag(cmd, "parallel", *parallel, 0, maxTiles)); err != nil {
 		return err
 	}
 	if *size%*nblocks != 0 {
 		return usagef("cholesky: size (%d) must be a positive multiple of nblocks (%d)", *size, *nblocks)
+	}
+	if mf.wanted() && *parallel > 0 {
+		return usagef("cholesky: --parallel is for one node: with --mpi, every task runs on one worker")
 	}
 	if mf.wanted() {
 		return mf.run(ctx, &rf, choleskyMPIArgs{precision: *precision, size: *size, nblocks: *nblocks, check: *check, retryable: *retryable}, out)
@@ -54,9 +58,9 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	var res choleskyResult
 	switch *precision {
 	case "single":
-		res, err = runCholesky[float32](rt, *size, *nblocks, *check, *layout, choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32, *retryable})
+		res, err = runCholesky[float32](rt, *size, *nblocks, *check, *layout, *parallel, choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32, *retryable})
 	case "double":
-		res, err = runCholesky[float64](rt, *size, *nblocks, *check, *layout, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64, *retryable})
+		res, err = runCholesky[float64](rt, *size, *nblocks, *check, *layout, *parallel, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64, *retryable})
 	default:
 		err = fmt.Errorf("cholesky: --precision %q: want single or double", *precision)
 	}
@@ -78,6 +82,9 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	for arch, n := range res.perArch {
 		pairs[string(arch)+"_tasks"] = n
 	}
+	if *parallel > 0 {
+		pairs["parallel_tasks"], pairs["team_tasks"] = res.parallel, res.teamed
+	}
 	kv(out, "cholesky", pairs)
 	if *check && !res.verified {
 		return fmt.Errorf("cholesky: residual %.3g exceeds %.1g", res.residual, res.tolerance)
@@ -96,6 +103,20 @@ type choleskyKernels struct {
 // precision.
 type choleskyCodelets struct {
 	potrf, trsm, syrk, gemm *core.Codelet
+	// ppotrf and pgemm, FORKJOIN codelets of the parallel kernels, serve
+	// the potrf and gemm tasks of the first parSteps panel steps
+	// (--parallel): the largest share of the work is there, while each
+	// step's potrf holds the rest back.
+	ppotrf, pgemm *core.Codelet
+	parSteps      int
+}
+
+// parallel makes the potrf and gemm tasks of the first steps panel steps
+// parallel tasks of the kernels ppotrf and pgemm.
+func (cls *choleskyCodelets) parallel(steps int, ppotrf, pgemm string) {
+	cls.parSteps = steps
+	cls.ppotrf = &core.Codelet{Name: ppotrf, Type: core.ForkJoin, Kernels: map[core.Arch]string{core.CPU: ppotrf}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel, Retryable: cls.potrf.Retryable}
+	cls.pgemm = &core.Codelet{Name: pgemm, Type: core.ForkJoin, Kernels: map[core.Arch]string{core.CPU: pgemm}, Modes: []core.Mode{core.R, core.R, core.RW}, Model: core.HistoryModel, Retryable: cls.gemm.Retryable}
 }
 
 // codelets builds the codelets of ks's kernels.
@@ -126,12 +147,16 @@ func (ks choleskyKernels) codelets() choleskyCodelets {
 // single-node run submits them, the MPI run inserts them on every rank.
 func (cls choleskyCodelets) walk(handles [][]*core.Handle, submit func(cl *core.Codelet, arg []byte, prio int, hs ...*core.Handle) error) error {
 	nb := len(handles)
-	potrf, trsm, syrk, gemm := cls.potrf, cls.trsm, cls.syrk, cls.gemm
+	trsm, syrk := cls.trsm, cls.syrk
 	potrfArg := blasarg.PotrfArg{Lower: true}.Encode()
 	trsmArg := blasarg.TrsmArg{Right: true, Lower: true, Trans: true, Alpha: 1}.Encode()
 	syrkArg := blasarg.SyrkArg{Lower: true, Alpha: -1, Beta: 1}.Encode()
 	gemmArg := blasarg.GemmArg{TransB: true, Alpha: -1, Beta: 1}.Encode()
 	for k := 0; k < nb; k++ {
+		potrf, gemm := cls.potrf, cls.gemm
+		if k < cls.parSteps {
+			potrf, gemm = cls.ppotrf, cls.pgemm
+		}
 		if err := submit(potrf, potrfArg, 2, handles[k][k]); err != nil {
 			return err
 		}
@@ -168,6 +193,10 @@ type choleskyResult struct {
 	residual  float64
 	tolerance float64
 	verified  bool
+
+	// parallel counts the parallel tasks (--parallel), teamed those that
+	// ran on a combined worker.
+	parallel, teamed int
 }
 
 // element is the test matrix of StarPU's Cholesky examples: a Hilbert matrix
@@ -180,9 +209,18 @@ func element(i, j, n int) float64 {
 	return v
 }
 
-func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, layout string, ks choleskyKernels) (res choleskyResult, err error) {
+func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, layout string, parSteps int, ks choleskyKernels) (res choleskyResult, err error) {
 	bs := n / nb
 	cls := ks.codelets()
+	if parSteps > 0 {
+		var z T
+		if any(z) == any(float32(0)) {
+			cls.parallel(parSteps, blasarg.ParPotrfF32, blasarg.ParGemmF32)
+		} else {
+			cls.parallel(parSteps, blasarg.ParPotrfF64, blasarg.ParGemmF64)
+		}
+	}
+	var parTasks []*core.Task
 	var tiles choleskyTiles[T]
 	defer func() {
 		if cerr := tiles.release(rt); cerr != nil && err == nil {
@@ -200,7 +238,11 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, l
 	handles := tiles.handles
 	start := time.Now()
 	if err := cls.walk(handles, func(cl *core.Codelet, arg []byte, prio int, hs ...*core.Handle) error {
-		return rt.Submit(&core.Task{Codelet: cl, Handles: hs, Arg: arg, Priority: prio})
+		t := &core.Task{Codelet: cl, Handles: hs, Arg: arg, Priority: prio}
+		if cl.Type != core.Seq {
+			parTasks = append(parTasks, t)
+		}
+		return rt.Submit(t)
 	}); err != nil {
 		return res, err
 	}
@@ -214,7 +256,13 @@ func runCholesky[T float32 | float64](rt *core.Runtime, n, nb int, check bool, l
 		return res, err
 	}
 	res.elapsed = time.Since(start)
-	res.perArch = tasksPerArch(rt, cls.potrf, cls.trsm, cls.syrk, cls.gemm)
+	res.perArch = tasksPerArch(rt, cls.potrf, cls.trsm, cls.syrk, cls.gemm, cls.ppotrf, cls.pgemm)
+	for _, t := range parTasks {
+		res.parallel++
+		if p, err := rt.Profiling(t); err == nil && p.CombinedSize > 1 {
+			res.teamed++
+		}
+	}
 	if !check {
 		return res, nil
 	}
@@ -405,6 +453,9 @@ func (c *choleskyTiles[T]) release(rt *core.Runtime) error {
 func tasksPerArch(rt *core.Runtime, cls ...*core.Codelet) map[core.Arch]int64 {
 	out := map[core.Arch]int64{}
 	for _, cl := range cls {
+		if cl == nil {
+			continue // a codelet this run has not (--parallel)
+		}
 		s, err := rt.CodeletStats(cl)
 		if err != nil {
 			continue

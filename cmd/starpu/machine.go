@@ -8,7 +8,7 @@ import (
 )
 
 // machine prints what starpu_machine_display prints: the plugins found, the
-// workers and the memory nodes.
+// workers, the combined workers and the memory nodes.
 func machine(ctx context.Context, args []string, out io.Writer) error {
 	c := newCmd("machine", "[flags]", "Show the plugins found, the workers, the memory nodes and the scheduling\ncontexts of the runtime the flags, the config file and the environment describe.")
 	var rf runtimeFlags
@@ -44,6 +44,12 @@ func machine(ctx context.Context, args []string, out io.Writer) error {
 	tw.Flush()
 	for _, n := range rt.DriverNotes() {
 		fmt.Fprintf(out, "%s: no worker: %s\n", n.Driver, n.Note)
+	}
+	fmt.Fprintln(out)
+	cws := rt.CombinedWorkers()
+	fmt.Fprintf(out, "combined workers (parallel tasks): %d\n", len(cws))
+	for _, c := range cws {
+		fmt.Fprintf(out, "  #%d %s, %d workers %v (driver-%s)\n", c.ID, c.Arch, len(c.Members), c.Members, c.Driver)
 	}
 	fmt.Fprintln(out)
 	nodes := rt.MemoryNodes()

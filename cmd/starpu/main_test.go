@@ -82,6 +82,10 @@ func TestRunWorkloads(t *testing.T) {
 		{[]string{"run", "cholesky", "--size", "512", "--nblocks", "4"}, map[string]string{"verified": "true", "precision": "single"}, []string{"gflops", "residual"}},
 		{[]string{"run", "cholesky", "--size", "384", "--nblocks", "6", "--precision", "double"}, map[string]string{"verified": "true", "precision": "double"}, []string{"gflops"}},
 		{[]string{"run", "cholesky", "--size", "384", "--nblocks", "6", "--layout", "async"}, map[string]string{"verified": "true", "layout": "async"}, []string{"gflops"}},
+		// Parallel potrf and gemm in the first two steps, on combined
+		// workers under dmda: the factor still checks.
+		{[]string{"run", "cholesky", "--size", "768", "--nblocks", "3", "--parallel", "2", "--sched", "dmda"}, map[string]string{"verified": "true", "parallel_tasks": "3"}, []string{"team_tasks"}},
+		{[]string{"run", "cholesky", "--size", "768", "--nblocks", "3", "--parallel", "3", "--precision", "double", "--sched", "dmda"}, map[string]string{"verified": "true", "parallel_tasks": "4"}, []string{"team_tasks"}},
 		{[]string{"bench", "overhead", "--tasks", "2000"}, map[string]string{"mode": "tags", "buffers": "0"}, []string{"per_task_us", "submit_us"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--buffers", "2"}, map[string]string{"mode": "chain", "buffers": "2"}, []string{"per_task_us"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--independent"}, map[string]string{"mode": "independent"}, []string{"per_task_us"}},
@@ -141,7 +145,8 @@ func TestMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"driver-cpu", "sched-ws", "loaded (pid", "workers: 2", "CPU 0", "CPU 1", "RAM", "memfd", "#0 global: policy ws, workers [0 1]"} {
+	for _, want := range []string{"driver-cpu", "sched-ws", "loaded (pid", "workers: 2", "CPU 0", "CPU 1", "RAM", "memfd", "#0 global: policy ws, workers [0 1]",
+		"combined workers (parallel tasks): 1", "#2 cpu, 2 workers [0 1] (driver-cpu)"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("machine output lacks %q:\n%s", want, s)
 		}
@@ -228,6 +233,7 @@ func TestFlagBounds(t *testing.T) {
 		{[]string{"run", "vector-scal", "--factor", "NaN"}, "vector-scal: --factor NaN is not a finite number"},
 		{[]string{"run", "cholesky", "--size", "100000", "--nblocks", "10"}, "cholesky: --size 100000 is out of range (1 to 32768)"},
 		{[]string{"run", "cholesky", "--size", "4096", "--nblocks", "512"}, "cholesky: --nblocks 512 is out of range (1 to 256)"},
+		{[]string{"run", "cholesky", "--size", "4096", "--nblocks", "4", "--parallel", "-1"}, "cholesky: --parallel -1 is out of range (0 to 256)"},
 		{[]string{"run", "spmv", "--nblocks", "5000000"}, "spmv: --nblocks 5000000 is out of range (1 to 1048576)"},
 		{[]string{"run", "spmv", "--iters", "0"}, "spmv: --iters 0 is out of range (1 to 1000000)"},
 		{[]string{"run", "spmv", "--iters", "2000000000"}, "spmv: --iters 2000000000 is out of range"},
@@ -272,6 +278,11 @@ func TestOpenCLWorkloads(t *testing.T) {
 	kv := lastLineN(t, 1, "run", "vector-scal", "--size", "1000000", "--nparts", "16")
 	if kv["verified"] != "true" || kv["cpu_tasks"] == "" || kv["opencl_tasks"] == "" {
 		t.Errorf("vector-scal with dmda: %v, want tasks on cpu and opencl", kv)
+	}
+	// CSR row blocks too: the OpenCL worker gets each block's parts.
+	kv = lastLineN(t, 1, "run", "spmv", "--nnz", "20000", "--nblocks", "8", "--iters", "3")
+	if kv["verified"] != "true" || kv["cpu_tasks"] == "" || kv["opencl_tasks"] == "" {
+		t.Errorf("spmv with dmda: %v, want tasks on cpu and opencl", kv)
 	}
 	// bench bandwidth takes no --ncpu: the CPU workers take no part in it.
 	t.Setenv("STARPU_NCPU", "1")

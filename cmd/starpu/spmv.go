@@ -61,7 +61,7 @@ func spmvRun(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	elapsed, err := spmvOnRuntime(rt, m, x, y, *nblocks, *iters)
+	elapsed, perArch, err := spmvOnRuntime(rt, m, x, y, *nblocks, *iters)
 	if ferr := rf.finish(rt); ferr != nil && err == nil {
 		err = ferr
 	}
@@ -83,10 +83,14 @@ func spmvRun(ctx context.Context, args []string, out io.Writer) error {
 	flops := 2 * float64(m.nnz())
 	fmt.Fprintf(out, "spmv: %dx%d matrix, %d nonzeros, %d row blocks: %v a product on the runtime, %v in a plain Go loop\n",
 		m.nrow, m.ncol, m.nnz(), *nblocks, elapsed, seq)
-	kv(out, "spmv", map[string]any{"nrow": m.nrow, "nnz": m.nnz(), "nblocks": *nblocks, "iters": *iters,
+	pairs := map[string]any{"nrow": m.nrow, "nnz": m.nnz(), "nblocks": *nblocks, "iters": *iters,
 		"ms": ms(elapsed), "gflops": flops / elapsed.Seconds() / 1e9,
 		"seq_ms": ms(seq), "seq_gflops": flops / seq.Seconds() / 1e9, "speedup": seq.Seconds() / elapsed.Seconds(),
-		"max_err": maxErr, "verified": verified})
+		"max_err": maxErr, "verified": verified}
+	for arch, n := range perArch {
+		pairs[string(arch)+"_tasks"] = n
+	}
+	kv(out, "spmv", pairs)
 	if !verified {
 		return fmt.Errorf("spmv: y differs from the plain loop's by %.3g (relative)", maxErr)
 	}
@@ -127,11 +131,14 @@ func sparseInput(kind string, nnz int, mtx string) (*csrMatrix, error) {
 }
 
 // spmvOnRuntime computes y = A*x iters times and returns the time of one
-// product (the first, which moves the data in, is not timed).
-func spmvOnRuntime(rt *core.Runtime, m *csrMatrix, x, y []float64, nblocks, iters int) (per time.Duration, err error) {
+// product (the first, which moves the data in, is not timed) and the
+// tasks each architecture ran. The blocks run on OpenCL devices too, when
+// the runtime has them (driver-opencl hosts csr.SpmvF64; pocl's CPU
+// device with STARPU_OPENCL_ON_CPUS=1).
+func spmvOnRuntime(rt *core.Runtime, m *csrMatrix, x, y []float64, nblocks, iters int) (per time.Duration, perArch map[core.Arch]int64, err error) {
 	meta, parts, err := csr.Parts(m.val, m.colind, m.rowptr, 0)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var hs []*core.Handle
 	defer func() {
@@ -143,17 +150,17 @@ func spmvOnRuntime(rt *core.Runtime, m *csrMatrix, x, y []float64, nblocks, iter
 	}()
 	ha, err := rt.RegisterInterface(csr.Name, meta.Encode(), parts)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	hs = append(hs, ha)
 	hx, err := core.RegisterVector(rt, x)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	hs = append(hs, hx)
 	blocks, err := ha.Partition(core.PluginFilter(csr.RowsFilter, nblocks))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer func() {
 		if uerr := ha.Unpartition(); uerr != nil && err == nil {
@@ -164,11 +171,11 @@ func spmvOnRuntime(rt *core.Runtime, m *csrMatrix, x, y []float64, nblocks, iter
 	for i := range hy {
 		lo, hi := csr.RowBlock(m.nrow, nblocks, i)
 		if hy[i], err = core.RegisterVector(rt, y[lo:hi]); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		hs = append(hs, hy[i])
 	}
-	cl := &core.Codelet{Name: "spmv", Kernels: map[core.Arch]string{core.CPU: csr.SpmvF64}, Modes: []core.Mode{core.R, core.R, core.W}}
+	cl := &core.Codelet{Name: "spmv", Kernels: map[core.Arch]string{core.CPU: csr.SpmvF64, core.OpenCL: csr.SpmvF64}, Modes: []core.Mode{core.R, core.R, core.W}}
 	round := func() error {
 		for i := range hy {
 			if err := rt.Submit(&core.Task{Codelet: cl, Handles: []*core.Handle{blocks[i], hx, hy[i]}, Name: fmt.Sprintf("spmv[%d]", i)}); err != nil {
@@ -178,15 +185,15 @@ func spmvOnRuntime(rt *core.Runtime, m *csrMatrix, x, y []float64, nblocks, iter
 		return rt.WaitForAll()
 	}
 	if err := round(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	start := time.Now()
 	for i := 0; i < iters; i++ {
 		if err := round(); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
-	return time.Since(start) / time.Duration(iters), nil
+	return time.Since(start) / time.Duration(iters), tasksPerArch(rt, cl), nil
 }
 
 // csrMatrix is a float64 sparse matrix in CSR form with 0-based rowptr, as

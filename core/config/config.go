@@ -122,7 +122,9 @@ type Config struct {
 	// PluginTimeout is how long a plugin process may stay silent (miss its
 	// heartbeat: stopped, frozen or hung) before the runtime reports it,
 	// kills it and handles it as crashed; 0 turns the check off. Default
-	// DefaultPluginTimeout.
+	// DefaultPluginTimeout. It also bounds how long Shutdown waits for an
+	// application-driven worker nobody runs (core.Options.NotLaunchedDrivers;
+	// DefaultPluginTimeout when 0) before failing its tasks.
 	PluginTimeout time.Duration
 	// WatchdogTimeout is StarPU's STARPU_WATCHDOG_TIMEOUT: when no task
 	// has completed for this long while tasks are pending, the runtime
@@ -140,6 +142,14 @@ type Config struct {
 	// (docs/design/hot-path.md, "Chains").
 	NoChain       bool
 	WatchdogDelay time.Duration
+	// MinWorkerSize and MaxWorkerSize bound the combined workers the
+	// runtime forms for parallel tasks (StarPU's STARPU_MIN_WORKERSIZE and
+	// STARPU_MAX_WORKERSIZE; config min_worker_size, max_worker_size):
+	// teams of MinWorkerSize consecutive CPU workers, then of twice that,
+	// and so on while at most MaxWorkerSize, plus one of every CPU worker
+	// when it is not larger. MinWorkerSize below 2 means 2 (the default);
+	// MaxWorkerSize 0 means no bound (the default), 1 forms none.
+	MinWorkerSize, MaxWorkerSize int
 	// ModelDir is where performance models and the bus model are stored;
 	// empty means $STARPU_PERF_MODEL_DIR, $STARPU_HOME/.starpu/sampling or
 	// $HOME/.starpu/sampling.
@@ -363,6 +373,14 @@ func (c *Config) Validate() error {
 	}
 	if c.PluginRestarts < 0 {
 		errs = append(errs, fmt.Errorf("plugin_restarts: %d is invalid (want >= 0)", c.PluginRestarts))
+	}
+	switch {
+	case c.MinWorkerSize < 0:
+		errs = append(errs, fmt.Errorf("min_worker_size: %d is invalid (want >= 0; below 2 means 2)", c.MinWorkerSize))
+	case c.MaxWorkerSize < 0:
+		errs = append(errs, fmt.Errorf("max_worker_size: %d is invalid (want >= 0; 0 means no bound)", c.MaxWorkerSize))
+	case c.MaxWorkerSize > 1 && max(c.MinWorkerSize, 2) > c.MaxWorkerSize:
+		errs = append(errs, fmt.Errorf("min_worker_size %d is above max_worker_size %d: no combined worker could be formed (max_worker_size = 1 turns them off)", c.MinWorkerSize, c.MaxWorkerSize))
 	}
 	if c.Dashboard != "" {
 		if err := checkAddr(c.Dashboard); err != nil {

@@ -131,6 +131,11 @@ func TestParse(t *testing.T) {
 			c.PluginRestarts = 0
 			return c
 		}},
+		{"combined worker sizes", "a.hcl", "min_worker_size = 3\nmax_worker_size = 6", func() *Config {
+			c := Default()
+			c.MinWorkerSize, c.MaxWorkerSize = 3, 6
+			return c
+		}},
 		{"log level case folded", "a.hcl", `log_level = "DEBUG"`, func() *Config {
 			c := Default()
 			c.LogLevel = "debug"
@@ -232,6 +237,7 @@ func TestParseErrors(t *testing.T) {
 		{"negative timeout", `plugin_timeout = "-1s"`, []string{"test.hcl:1:18", "plugin_timeout", ">= 0"}},
 		{"timeout word", `watchdog_timeout = "later"`, []string{"watchdog_timeout", "duration"}},
 		{"crash not bool", `watchdog_crash = 1`, []string{"watchdog_crash", "true or false"}},
+		{"negative worker size", `max_worker_size = -4`, []string{"test.hcl:1:19", "max_worker_size"}},
 		{"negative size", `arena_size = -1`, []string{"test.hcl:1:14", "arena_size"}},
 		{"fractional size", `arena_size = 1.5`, []string{"test.hcl:1:14", "arena_size"}},
 		{"bool size", `arena_size = true`, []string{"test.hcl:1:14", "arena_size", "bool"}},
@@ -371,6 +377,10 @@ func TestValidate(t *testing.T) {
 		{"empty log level", func(c *Config) { c.LogLevel = "" }, "log_level"},
 		{"plugin name mismatch", func(c *Config) { c.Plugins["a"] = Plugin{Name: "b"} }, `plugin "a"`},
 		{"empty plugin key", func(c *Config) { c.Plugins[""] = Plugin{} }, "empty plugin name"},
+		{"worker sizes", func(c *Config) { c.MinWorkerSize, c.MaxWorkerSize = 2, 4 }, ""},
+		{"no combined worker", func(c *Config) { c.MinWorkerSize, c.MaxWorkerSize = 8, 1 }, ""},
+		{"min above max", func(c *Config) { c.MinWorkerSize, c.MaxWorkerSize = 8, 4 }, "min_worker_size 8 is above max_worker_size 4"},
+		{"negative max worker size", func(c *Config) { c.MaxWorkerSize = -1 }, "max_worker_size: -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,6 +42,10 @@ const (
 	EnvWatchdogDelay = "STARPU_WATCHDOG_DELAY"
 	// EnvDashboard: the live dashboard's address, host:port.
 	EnvDashboard = "STARPU_DASHBOARD"
+	// The combined workers' sizes (Config.MinWorkerSize, MaxWorkerSize):
+	// integers >= 0.
+	EnvMinWorkerSize = "STARPU_MIN_WORKERSIZE"
+	EnvMaxWorkerSize = "STARPU_MAX_WORKERSIZE"
 )
 
 // ApplyEnv overrides c's values with those of the StarPU environment
@@ -133,6 +137,8 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	if crash >= 0 {
 		n.WatchdogCrash = crash == 1
 	}
+	integer(EnvMinWorkerSize, &n.MinWorkerSize, 0, math.MaxInt32, "an integer >= 0 (below 2 means 2)")
+	integer(EnvMaxWorkerSize, &n.MaxWorkerSize, 0, math.MaxInt32, "an integer >= 0 (0: no bound, 1: no combined worker)")
 	chain := -1
 	integer(EnvChainTasks, &chain, 0, 1, "0 or 1")
 	if chain >= 0 {

@@ -35,6 +35,7 @@ func TestApplyEnv(t *testing.T) {
 		{"plugin timeout off", map[string]string{EnvPluginTimeout: "0"}, func(c *Config) { c.PluginTimeout = 0 }},
 		{"plugin restarts", map[string]string{EnvPluginRestarts: "0"}, func(c *Config) { c.PluginRestarts = 0 }},
 		{"submission limits", map[string]string{EnvLimitMaxSubmitted: "1000", EnvLimitMinSubmitted: "100"}, func(c *Config) { c.LimitMaxSubmitted, c.LimitMinSubmitted = 1000, 100 }},
+		{"combined worker sizes", map[string]string{EnvMinWorkerSize: "4", EnvMaxWorkerSize: "8"}, func(c *Config) { c.MinWorkerSize, c.MaxWorkerSize = 4, 8 }},
 		{"watchdog", map[string]string{EnvWatchdogTimeout: "1500000", EnvWatchdogDelay: "20", EnvWatchdogCrash: "1"}, func(c *Config) {
 			c.WatchdogTimeout, c.WatchdogDelay, c.WatchdogCrash = 1500*time.Millisecond, 20*time.Microsecond, true
 		}},
@@ -80,6 +81,8 @@ func TestApplyEnvErrors(t *testing.T) {
 		{"arena fraction", EnvArenaSize, "1.5GiB"},
 		{"arena overflow", EnvArenaSize, "17179869184GiB"},
 		{"log level", EnvLogLevel, "loud"},
+		{"min worker size negative", EnvMinWorkerSize, "-2"},
+		{"max worker size word", EnvMaxWorkerSize, "all"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

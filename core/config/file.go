@@ -38,6 +38,8 @@ var fileSchema = &hcl.BodySchema{
 		{Name: "watchdog_timeout"},
 		{Name: "watchdog_crash"},
 		{Name: "chain_tasks"},
+		{Name: "min_worker_size"},
+		{Name: "max_worker_size"},
 		{Name: "watchdog_delay"},
 		{Name: "dashboard"},
 	},
@@ -237,6 +239,10 @@ func (c *Config) decode(src []byte, filename, baseDir string) hcl.Diagnostics {
 				fmt.Sprintf("an integer in %d..%d", MinQueueDepth, MaxQueueDepth))
 		case "spin_iters":
 			c.SpinIters, d = intAttr(attr, val, 0, math.MaxInt, "an integer >= 0")
+		case "min_worker_size":
+			c.MinWorkerSize, d = intAttr(attr, val, 0, math.MaxInt32, "an integer >= 0 (below 2 means 2)")
+		case "max_worker_size":
+			c.MaxWorkerSize, d = intAttr(attr, val, 0, math.MaxInt32, "an integer >= 0 (0: no bound, 1: no combined worker)")
 		case "arena_size":
 			c.ArenaSize, d = sizeAttr(attr, val)
 		case "calibrate":

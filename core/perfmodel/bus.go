@@ -49,6 +49,10 @@ type fileBus struct {
 
 func busPath(dir, host string) string { return filepath.Join(dir, "bus", host+".json") }
 
+// BusPath is the file of this host's bus model in dir, which LoadBus reads
+// and Save writes.
+func BusPath(dir string) string { return busPath(dir, Hostname(os.Getenv)) }
+
 // Set records the bandwidth (MB/s, above 0) and latency (us, at least 0) of
 // copies from src to dst.
 func (b *Bus) Set(src, dst string, mbps, latencyUs float64) error {

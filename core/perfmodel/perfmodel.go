@@ -113,6 +113,12 @@ func ArchKey(arch string, devid int) string {
 	return fmt.Sprintf("%s_%d", arch, devid)
 }
 
+// CombinedArchKey returns the architecture key of a combined worker of
+// size workers whose master's key is key ("cpu:4"): a parallel task's
+// duration depends on the team's size, so StarPU keys its models per
+// combined worker size too.
+func CombinedArchKey(key string, size int) string { return fmt.Sprintf("%s:%d", key, size) }
+
 // DB is the set of performance models of one runtime, bound to a directory
 // and to this host.
 type DB struct {

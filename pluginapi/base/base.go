@@ -26,8 +26,11 @@ const (
 // go-plugin's protocol version: a plugin and the core agree on the highest
 // version both support. 2: completions carry the worker's sleep and a
 // Skipped flag, Execs and Pushes may be chained (wire.ExecAfter), Pushes
-// may carry per-implementation predictions.
-const APIVersion = 2
+// may carry per-implementation predictions. 3: device workers receive
+// wire.Parts (where a plugin datum's parts lie in a device buffer) and
+// parallel Execs (a team's rank and size), memory nodes list their peers,
+// and interface parts are aligned to iface.PartAlign (512 bytes).
+const APIVersion = 3
 
 // Info identifies a plugin: what kind it is, its name, its own version and the
 // contract versions it supports.

@@ -11,12 +11,16 @@ import (
 // fingerprintToProto converts a fingerprint for the wire; fp must not be
 // nil.
 func fingerprintToProto(fp *Fingerprint) *proto.FingerprintResponse {
-	resp := &proto.FingerprintResponse{Arch: string(fp.Arch), Kernels: fp.Kernels, Note: fp.Note, SchedRing: fp.SchedRing}
+	resp := &proto.FingerprintResponse{Arch: string(fp.Arch), Kernels: fp.Kernels, Note: fp.Note, SchedRing: fp.SchedRing, Parallel: fp.Parallel}
 	for _, u := range fp.Units {
 		resp.Units = append(resp.Units, &proto.Unit{Name: u.Name, Node: int64(u.Node)})
 	}
 	for _, n := range fp.Nodes {
-		resp.Nodes = append(resp.Nodes, &proto.MemoryNode{Name: n.Name, Bytes: n.Bytes})
+		pn := &proto.MemoryNode{Name: n.Name, Bytes: n.Bytes}
+		for _, p := range n.Peers {
+			pn.Peers = append(pn.Peers, int64(p))
+		}
+		resp.Nodes = append(resp.Nodes, pn)
 	}
 	return resp
 }
@@ -24,12 +28,16 @@ func fingerprintToProto(fp *Fingerprint) *proto.FingerprintResponse {
 // fingerprintFromProto converts a Fingerprint reply, unchecked
 // (fingerprintReply checks it); a nil reply is the zero fingerprint.
 func fingerprintFromProto(resp *proto.FingerprintResponse) *Fingerprint {
-	fp := &Fingerprint{Arch: Arch(resp.GetArch()), Kernels: resp.GetKernels(), Note: resp.GetNote(), SchedRing: resp.GetSchedRing()}
+	fp := &Fingerprint{Arch: Arch(resp.GetArch()), Kernels: resp.GetKernels(), Note: resp.GetNote(), SchedRing: resp.GetSchedRing(), Parallel: resp.GetParallel()}
 	for _, u := range resp.GetUnits() {
 		fp.Units = append(fp.Units, Unit{Name: u.GetName(), Node: int(u.GetNode())})
 	}
 	for _, n := range resp.GetNodes() {
-		fp.Nodes = append(fp.Nodes, MemoryNode{Name: n.GetName(), Bytes: n.GetBytes()})
+		mn := MemoryNode{Name: n.GetName(), Bytes: n.GetBytes()}
+		for _, p := range n.GetPeers() {
+			mn.Peers = append(mn.Peers, int(p))
+		}
+		fp.Nodes = append(fp.Nodes, mn)
 	}
 	return fp
 }

@@ -22,11 +22,11 @@ func TestFingerprintConvert(t *testing.T) {
 		{"empty lists",
 			&Fingerprint{Arch: CPU, Units: []Unit{}, Nodes: []MemoryNode{}, Kernels: []string{}},
 			&Fingerprint{Arch: CPU, Kernels: []string{}}},
-		{"CPU", &Fingerprint{Arch: CPU, Units: []Unit{{Name: "core0"}, {Name: "core1"}}, Kernels: []string{"scal", "gemm"}, SchedRing: true}, nil},
+		{"CPU", &Fingerprint{Arch: CPU, Units: []Unit{{Name: "core0"}, {Name: "core1"}}, Kernels: []string{"scal", "gemm"}, SchedRing: true, Parallel: true}, nil},
 		{"device", &Fingerprint{
 			Arch:    CUDA,
 			Units:   []Unit{{Name: "gpu0", Node: 1}, {Name: "gpu1", Node: 2}},
-			Nodes:   []MemoryNode{{Name: "gpu0", Bytes: 16 << 30}, {Name: "gpu1", Bytes: 1<<64 - 1}},
+			Nodes:   []MemoryNode{{Name: "gpu0", Bytes: 16 << 30, Peers: []int{2}}, {Name: "gpu1", Bytes: 1<<64 - 1}},
 			Kernels: []string{"k"},
 		}, nil},
 	} {

@@ -70,6 +70,13 @@ type MemoryNode struct {
 	// less when the user limits it (STARPU_LIMIT_OPENCL_MEM and the like).
 	// The core keeps its allocations under it, evicting replicates when full.
 	Bytes uint64
+	// Peers are the driver's other nodes (numbered as Units' Node, from 1)
+	// that a Copy can reach straight from this node, device to device
+	// (CUDA's peer access). The core sends such a copy to the worker of
+	// this node, the source, which orders the read with its own later
+	// commands on the buffer; data going to a node not listed goes
+	// through RAM, as two copies.
+	Peers []int
 }
 
 // Fingerprint is what a driver found on the machine and what it can run.
@@ -86,6 +93,11 @@ type Fingerprint struct {
 	// SchedRing says the driver's workers on the RAM node read a second
 	// dispatch ring, WorkerSpec.SchedRing, which the scheduler writes.
 	SchedRing bool
+	// Parallel says the driver's workers run parallel tasks together
+	// (wire.ExecSPMD, wire.ExecForkJoin; Teams does the meeting): the core
+	// then forms combined workers from its workers on the RAM node. A
+	// driver without it runs every task on one worker.
+	Parallel bool
 }
 
 // MaxNodes bounds the memory nodes one driver may report besides RAM. The
@@ -99,7 +111,8 @@ const MaxNodes = 64
 // driver of another could run no task), there are at most MaxNodes memory
 // nodes, and every unit computes on RAM (0) or on one of the driver's own
 // nodes (1 to len(Nodes)), never on a node number that would land on
-// another driver's memory.
+// another driver's memory; a node's peers are likewise the driver's other
+// nodes.
 func (fp *Fingerprint) Check() error {
 	if ArchIndex(fp.Arch) < 0 {
 		return fmt.Errorf("architecture %q is not one of %s, %s, %s", fp.Arch, CPU, CUDA, OpenCL)
@@ -111,6 +124,13 @@ func (fp *Fingerprint) Check() error {
 		if u.Node < 0 || u.Node > len(fp.Nodes) {
 			return fmt.Errorf("unit %d (%q) is on memory node %d; the driver reports RAM (0) and %d nodes of its own",
 				i, u.Name, u.Node, len(fp.Nodes))
+		}
+	}
+	for i, n := range fp.Nodes {
+		for _, p := range n.Peers {
+			if p < 1 || p > len(fp.Nodes) || p == i+1 {
+				return fmt.Errorf("memory node %d (%q) names node %d as a peer; peers are the driver's other nodes, 1 to %d", i+1, n.Name, p, len(fp.Nodes))
+			}
 		}
 	}
 	return nil

@@ -58,7 +58,7 @@ func harness(t *testing.T, impl Driver, name string) Driver {
 func exercise(t *testing.T, d Driver, rec *recDriver, remote bool) {
 	ctx := context.Background()
 	for _, fp := range []*Fingerprint{
-		{Arch: CUDA, Units: []Unit{{"gpu0", 1}, {"gpu1", 2}}, Nodes: []MemoryNode{{"m0", 1 << 40}, {"m1", 1}}, Kernels: []string{"a", "b"}},
+		{Arch: CUDA, Units: []Unit{{"gpu0", 1}, {"gpu1", 2}}, Nodes: []MemoryNode{{Name: "m0", Bytes: 1 << 40, Peers: []int{2}}, {Name: "m1", Bytes: 1}}, Kernels: []string{"a", "b"}},
 		{Arch: CPU, SchedRing: true},
 	} {
 		rec.fp = fp
@@ -170,10 +170,13 @@ func TestDriverEveryField(t *testing.T) {
 		t.Fatalf("fingerprint conversions:\n got %+v\nwant %+v", got, fp)
 	}
 	// ...and the client returns them once the fingerprint is made valid:
-	// a known architecture, units on the driver's nodes.
+	// a known architecture, units on the driver's nodes, peers among them.
 	fp.Arch = OpenCL
 	for i := range fp.Units {
 		fp.Units[i].Node = i + 1
+	}
+	for i := range fp.Nodes {
+		fp.Nodes[i].Peers = []int{len(fp.Nodes) - i}
 	}
 	if got, err := d.Fingerprint(ctx); err != nil || !reflect.DeepEqual(*got, fp) {
 		t.Fatalf("Fingerprint:\n got %+v, %v\nwant %+v", got, err, fp)

@@ -101,6 +101,10 @@ func TestFingerprintCheck(t *testing.T) {
 		{Fingerprint{Arch: "cpu "}, `architecture "cpu " is not one of`},
 		{Fingerprint{Arch: CUDA, Units: []Unit{{"g", 2}}, Nodes: make([]MemoryNode, 1)}, "is on memory node 2"},
 		{Fingerprint{Arch: CPU, Nodes: make([]MemoryNode, MaxNodes+1)}, "more than 64"},
+		{Fingerprint{Arch: CUDA, Nodes: []MemoryNode{{Peers: []int{2}}, {Peers: []int{1}}}}, ""},
+		{Fingerprint{Arch: CUDA, Nodes: []MemoryNode{{Name: "g0", Peers: []int{1}}, {}}}, `memory node 1 ("g0") names node 1 as a peer`},
+		{Fingerprint{Arch: CUDA, Nodes: []MemoryNode{{}, {Peers: []int{3}}}}, "names node 3 as a peer; peers are the driver's other nodes, 1 to 2"},
+		{Fingerprint{Arch: CUDA, Nodes: []MemoryNode{{Peers: []int{0}}, {}}}, "names node 0 as a peer"},
 	} {
 		err := c.fp.Check()
 		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {

@@ -46,7 +46,7 @@ func (garbageIface) ConfigSchema(context.Context) (*base.Schema, error) {
 func (garbageIface) SetConfig(context.Context, base.Config) error { return nil }
 
 func (garbageIface) Describe(_ context.Context, meta []byte, _ []base.Span) (*Description, error) {
-	d := &Description{Name: "garbage", Buffers: []uint64{8, 4}, Size: 12, Layout: kernel.Layout{LD: 68}}
+	d := &Description{Name: "garbage", Buffers: []uint64{8, 4}, Size: 12, Layout: kernel.Layout{LD: 516}}
 	switch string(meta) {
 	case "ld":
 		d.Layout.LD = 12 // the parts' sum, not the region's length
@@ -146,7 +146,7 @@ func TestGarbagePluginProcess(t *testing.T) {
 		{"schema with an unknown type", func(ctx context.Context) error { return errOf(i.ConfigSchema(ctx)) },
 			`plugin iface-garbage: ConfigSchema: invalid reply: attribute "depth" has type "integer", not one of string, int, float, bool`},
 		{"LD of the parts' sum", func(ctx context.Context) error { return errOf(i.Describe(ctx, []byte("ld"), nil)) },
-			`plugin iface-garbage: Describe: invalid reply: interface "garbage": layout LD 12 is not the region length 68 of parts [8 4]`},
+			`plugin iface-garbage: Describe: invalid reply: interface "garbage": layout LD 12 is not the region length 516 of parts [8 4]`},
 		{"interface ID set", func(ctx context.Context) error { return errOf(i.Describe(ctx, []byte("interface"), nil)) },
 			`plugin iface-garbage: Describe: invalid reply: interface "garbage": layout names interface vector; the core assigns it`},
 		{"parts that overflow", func(ctx context.Context) error { return errOf(i.Describe(ctx, []byte("huge"), nil)) },
@@ -186,7 +186,7 @@ func TestGarbagePluginProcess(t *testing.T) {
 	if s, err := i.Display(ctx, nil); err != nil || s != "garbage(ok)" {
 		t.Fatalf("Display = %q, %v", s, err)
 	}
-	if d, err := i.Describe(ctx, nil, parts); err != nil || d.Layout.LD != 68 {
+	if d, err := i.Describe(ctx, nil, parts); err != nil || d.Layout.LD != 516 {
 		t.Fatalf("sound Describe = %+v, %v", d, err)
 	}
 	if kids, err := i.Partition(ctx, "rows", nil, parts, 1); err != nil || len(kids) != 1 {

@@ -5,9 +5,11 @@
 //
 // On every memory node a datum of a plugin interface lives in ONE region
 // holding its parts one after another, placed by PartOffsets. The
-// core allocates regions and copies ranges; a kernel receives the region's
-// base and the interface's kernel.Layout, from which the interface's
-// accessor package finds the parts again (see docs/design/interfaces.md).
+// core allocates regions and copies ranges; a CPU kernel receives the
+// region's base and the interface's kernel.Layout, from which the
+// interface's accessor package finds the parts again, and a device kernel
+// receives each part as a buffer (wire.Parts; see
+// docs/design/interfaces.md).
 package iface
 
 import (
@@ -18,9 +20,14 @@ import (
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 )
 
-// PartAlign is the alignment of every part inside a datum's region: a cache
-// line, so that parts never share one and every element type is aligned.
-const PartAlign = 64
+// PartAlign is the alignment of every part inside a datum's region. It is
+// the largest base-address alignment OpenCL devices ask of a sub-buffer
+// (CL_DEVICE_MEM_BASE_ADDR_ALIGN: 4096 bits on NVIDIA's, 1024 on pocl's),
+// so that a device driver can give a kernel each part as a buffer of its
+// own; it is also a multiple of the cache line, so parts never share one,
+// and every element type is aligned. A datum pays at most PartAlign-1
+// bytes of padding per part after the first.
+const PartAlign = 512
 
 // MaxRegion bounds a region's length, so that offset arithmetic on sizes an
 // interface sends never overflows.

@@ -70,7 +70,7 @@ func exercise(t *testing.T, i Interface, rec *recIface, remote bool) {
 	ctx := context.Background()
 	meta := []byte{0, 1, 2, 255}
 	rec.desc = &Description{Name: "csr", Buffers: []uint64{8, 1 << 40, 0}, Size: 1<<40 + 8, Footprint: 0xdeadbeef,
-		AllocFootprint: 7, Layout: kernel.Layout{ElemSize: 8, NX: 1, NY: 2, NZ: 3, LD: 1<<40 + 64, LDZ: 5}}
+		AllocFootprint: 7, Layout: kernel.Layout{ElemSize: 8, NX: 1, NY: 2, NZ: 3, LD: 1<<40 + 512, LDZ: 5}}
 	parts := []base.Span{{Offset: 64, Size: 8}, {Offset: 128, Size: 1 << 40}, {Offset: 128 + 1<<40, Size: 0}}
 	if d, err := i.Describe(ctx, meta, parts); err != nil || !reflect.DeepEqual(d, rec.desc) || !reflect.DeepEqual(rec.meta, meta) ||
 		!reflect.DeepEqual(rec.buffers, parts) {

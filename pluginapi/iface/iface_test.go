@@ -14,9 +14,10 @@ func TestPartOffsets(t *testing.T) {
 	}{
 		{nil, []uint64{0}},
 		{[]uint64{10}, []uint64{0, 10}},
-		{[]uint64{10, 3, 64, 0, 1}, []uint64{0, 64, 128, 192, 192, 193}},
+		{[]uint64{10, 3, 64, 0, 1}, []uint64{0, 512, 1024, 1536, 1536, 1537}},
 		{[]uint64{0, 0}, []uint64{0, 0, 0}},
-		{[]uint64{64, 64}, []uint64{0, 64, 128}},
+		{[]uint64{512, 512}, []uint64{0, 512, 1024}},
+		{[]uint64{513, 1}, []uint64{0, 1024, 1025}},
 	} {
 		got, total := PartOffsets(c.sizes)
 		if !reflect.DeepEqual(append(got, total), c.want) {
@@ -34,7 +35,7 @@ func TestPartOffsets(t *testing.T) {
 }
 
 func TestDescriptionCheck(t *testing.T) {
-	good := Description{Name: "x", Buffers: []uint64{8, 4}, Layout: kernel.Layout{LD: 68}}
+	good := Description{Name: "x", Buffers: []uint64{8, 4}, Layout: kernel.Layout{LD: 516}}
 	if err := good.Check(); err != nil {
 		t.Fatalf("good description: %v", err)
 	}
@@ -42,7 +43,7 @@ func TestDescriptionCheck(t *testing.T) {
 		d    Description
 		want string
 	}{
-		{Description{Name: "x", Buffers: []uint64{8, 4}, Layout: kernel.Layout{LD: 12}}, "layout LD 12 is not the region length 68"},
+		{Description{Name: "x", Buffers: []uint64{8, 4}, Layout: kernel.Layout{LD: 12}}, "layout LD 12 is not the region length 516"},
 		{Description{Name: "x", Buffers: []uint64{8}, Layout: kernel.Layout{LD: 8, Interface: kernel.Vector}}, "the core assigns it"},
 		{Description{Name: "x", Buffers: []uint64{^uint64(0)}}, "past"},
 		{Description{Name: "x", Buffers: []uint64{8}, Size: 9, Layout: kernel.Layout{LD: 8}}, "size 9 is more than the region length 8"},
@@ -55,7 +56,7 @@ func TestDescriptionCheck(t *testing.T) {
 
 func TestCheckChildren(t *testing.T) {
 	child := func(r PartRange) []Child {
-		return []Child{{Desc: Description{Buffers: []uint64{16, 8}, Layout: kernel.Layout{LD: 72}}, Ranges: []PartRange{r}}}
+		return []Child{{Desc: Description{Buffers: []uint64{16, 8}, Layout: kernel.Layout{LD: 520}}, Ranges: []PartRange{r}}}
 	}
 	parent := []uint64{32, 8}
 	if err := CheckChildren(parent, child(PartRange{Part: 0, Offset: 16, ChildPart: 0, ChildOffset: 0, Len: 16})); err != nil {

@@ -174,6 +174,45 @@ type Context struct {
 	Arg     []byte
 	Worker  int
 	TaskID  uint64
+	// Team is the combined worker running a parallel task (an SPMD or
+	// FORKJOIN codelet's); zero when the task runs on one worker, as a
+	// parallel task may too. Read it through CombinedSize, CombinedRank
+	// and CombinedWorker.
+	Team Team
+}
+
+// Team is a combined worker as the kernel of a parallel task sees it.
+type Team struct {
+	// Combined is the combined worker's ID, Rank the kernel's place in
+	// Members (0 is the master), and Members the workers running the
+	// task, the master first; Members is empty on one worker.
+	Combined int
+	Rank     int
+	Members  []int
+}
+
+// CombinedSize is the number of workers running the task (StarPU's
+// starpu_combined_worker_get_size): for an SPMD codelet, the copies of the
+// kernel running at once, each with its own CombinedRank, which share the
+// work between them; for a FORKJOIN codelet, the goroutines the one kernel
+// call may keep busy, the other members' cores being left to it while it
+// runs. 1 when the task runs on one worker.
+func (c *Context) CombinedSize() int { return max(len(c.Team.Members), 1) }
+
+// CombinedRank is the kernel's rank in the combined worker, 0 to
+// CombinedSize()-1 (StarPU's starpu_combined_worker_get_rank): which part
+// of an SPMD task's work is its own. A FORKJOIN kernel runs on the master,
+// rank 0.
+func (c *Context) CombinedRank() int { return c.Team.Rank }
+
+// CombinedWorker is the ID of the combined worker running the task
+// (StarPU's starpu_combined_worker_get_id), or -1 when it runs on one
+// worker.
+func (c *Context) CombinedWorker() int {
+	if len(c.Team.Members) == 0 {
+		return -1
+	}
+	return c.Team.Combined
 }
 
 // Func is a CPU kernel. It returns an error to fail the task; the message

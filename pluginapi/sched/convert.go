@@ -19,7 +19,10 @@ func initToProto(req *InitRequest) *proto.InitRequest {
 		return out
 	}
 	for _, w := range req.Workers {
-		out.Workers = append(out.Workers, &proto.Worker{Id: int64(w.ID), Arch: string(w.Arch), Node: int64(w.Node)})
+		out.Workers = append(out.Workers, workerToProto(w))
+	}
+	for _, w := range req.Combined {
+		out.Combined = append(out.Combined, workerToProto(w))
 	}
 	out.Rings = &proto.RingRefs{
 		Events:    base.SpanToProto(req.Rings.Events),
@@ -53,10 +56,29 @@ func initFromProto(req *proto.InitRequest) *InitRequest {
 		QueuedWork:    time.Duration(req.GetQueuedWorkNs()),
 	}
 	for _, w := range req.GetWorkers() {
-		out.Workers = append(out.Workers, Worker{ID: int(w.GetId()), Arch: driver.Arch(w.GetArch()), Node: int(w.GetNode())})
+		out.Workers = append(out.Workers, workerFromProto(w))
+	}
+	for _, w := range req.GetCombined() {
+		out.Combined = append(out.Combined, workerFromProto(w))
 	}
 	for _, r := range req.GetWorkerRings() {
 		out.WorkerRings = append(out.WorkerRings, WorkerRing{Worker: int(r.GetWorker()), Ring: base.SpanFromProto(r.GetRing()), Bell: r.GetBell()})
 	}
 	return out
+}
+
+func workerToProto(w Worker) *proto.Worker {
+	p := &proto.Worker{Id: int64(w.ID), Arch: string(w.Arch), Node: int64(w.Node)}
+	for _, m := range w.Members {
+		p.Members = append(p.Members, int64(m))
+	}
+	return p
+}
+
+func workerFromProto(p *proto.Worker) Worker {
+	w := Worker{ID: int(p.GetId()), Arch: driver.Arch(p.GetArch()), Node: int(p.GetNode())}
+	for _, m := range p.GetMembers() {
+		w.Members = append(w.Members, int(m))
+	}
+	return w
 }

@@ -34,6 +34,7 @@ func TestInitConvert(t *testing.T) {
 			MaxQueueDepth: 16,
 			QueuedWork:    250 * time.Microsecond,
 			SpinIters:     100,
+			Combined:      []Worker{{ID: 2, Arch: driver.CPU, Members: []int{0, 3}}},
 		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

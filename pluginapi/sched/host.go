@@ -54,6 +54,11 @@ type Host struct {
 	// core's bell last rang (the core waits for those answers).
 	chain    *chainHost
 	answered int
+	// combined are the combined workers of Init, active those whose
+	// members are all among workers, teamTasks the workers each task
+	// handed to a combined worker counts on (host_parallel.go).
+	combined, active []Worker
+	teamTasks        map[uint64][]int
 }
 
 // workerRing is the host's side of a worker's scheduler ring.
@@ -145,6 +150,9 @@ func (h *Host) Init(_ context.Context, req *InitRequest) error {
 	h.inflight = make([]int, maxID+1)
 	h.meanNs = make([]float64, maxID+1)
 	h.workers = append([]Worker(nil), req.Workers...)
+	if err := h.initCombined(req.Combined); err != nil {
+		return err
+	}
 	h.rings = nil
 	for _, wr := range req.WorkerRings {
 		if wr.Worker < 0 || wr.Worker > maxID {
@@ -166,6 +174,7 @@ func (h *Host) Init(_ context.Context, req *InitRequest) error {
 	if err := h.policy.Init(h.workers); err != nil {
 		return fmt.Errorf("policy init: %w", err)
 	}
+	h.updateCombined(true)
 	h.chain = nil
 	if h.rings != nil {
 		h.chain = newChainHost(h.policy, maxID+1)
@@ -251,6 +260,9 @@ func (h *Host) drain() error {
 			if p.Flags&wire.PushImpls != 0 {
 				t.Impls = copyImpls(&p.Impls)
 			}
+			if p.Flags&wire.PushParallel != 0 {
+				t.Parallel = &Parallel{Sizes: append([]SizeLength(nil), p.Parallel...)}
+			}
 			if len(p.Exec) > 0 && h.rings != nil {
 				t.exec = append([]byte(nil), p.Exec...)
 			}
@@ -274,7 +286,10 @@ func (h *Host) drain() error {
 			if err := d.Decode(msg); err != nil {
 				return err
 			}
-			if w := int(d.Worker); w >= 0 && w < len(h.inflight) && h.inflight[w] > 0 {
+			// A combined worker's task gives its members' slots back
+			// (host_parallel.go); any other its worker's.
+			team := len(h.teamTasks) > 0 && h.teamDone(&d)
+			if w := int(d.Worker); !team && w >= 0 && w < len(h.inflight) && h.inflight[w] > 0 {
 				h.inflight[w]--
 				h.observe(w, d.DurationNs)
 				if h.chain != nil {
@@ -351,6 +366,7 @@ func (h *Host) changeWorkers(msg []byte) error {
 	default:
 		return fmt.Errorf("events ring: workers message with unknown operation %d", m.Op)
 	}
+	h.updateCombined(false)
 	b, err := h.decisions.ReserveWait(wire.WorkersLen(0), func() bool { return !h.stop.Load() })
 	if err != nil {
 		return fmt.Errorf("decisions ring: %w", err)
@@ -423,6 +439,19 @@ func (h *Host) offer() (int, error) {
 			}
 			t := h.policy.Pop(id)
 			if t == nil {
+				continue
+			}
+			if t.Combined() >= 0 {
+				if err := h.assignTeam(id, t); err != nil {
+					return assigned, err
+				}
+				assigned++
+				progress = true
+				if h.chain != nil {
+					if err := h.placed(t.ID, id, false); err != nil {
+						return assigned, err
+					}
+				}
 				continue
 			}
 			posted, err := h.assign(id, t)

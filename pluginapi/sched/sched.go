@@ -25,6 +25,10 @@ type Worker struct {
 	Arch driver.Arch
 	// Node is the runtime-wide memory node the worker computes on.
 	Node int
+	// Members, for a combined worker (InitRequest.Combined), are the
+	// workers it is made of, in rank order: the master first. Nil for a
+	// worker of its own.
+	Members []int
 }
 
 // Task is a ready task as a policy sees it.
@@ -64,10 +68,18 @@ type Task struct {
 	// it (the first usable one). A pointer, nil for most tasks, so that a
 	// task stays small: policies queue many.
 	Impls *[wire.NumArch][]Impl
+	// Parallel, when not nil, says the task is a parallel task (an SPMD or
+	// FORKJOIN codelet's): besides running on one worker, as any task, it
+	// may run on a combined worker of one of the sizes listed, with the
+	// predicted length there (parallel.go).
+	Parallel *Parallel
 
 	// impl is the implementation SetImpl chose, plus one: 0 leaves the
 	// choice to the core.
 	impl int32
+	// combined is the combined worker SetCombined chose, plus one: 0 runs
+	// the task on the worker whose Pop returned it.
+	combined int32
 	// exec is the Exec the host posts to a worker's scheduler ring, when
 	// the core sent one.
 	exec []byte
@@ -157,7 +169,8 @@ type Policy interface {
 	// has room in its queue.
 	Pop(id int) *Task
 	// PostExec tells the policy that task id finished on worker after
-	// running for durationNs. It may name a task the policy never saw:
+	// running for durationNs; worker is the combined worker's ID for a
+	// task handed to one (parallel.go). It may name a task the policy never saw:
 	// when a policy's process is restarted after a crash, the tasks its
 	// previous instance handed out still finish, and are ignored.
 	PostExec(worker int, id uint64, durationNs int64)
@@ -190,6 +203,10 @@ type InitRequest struct {
 	Rings   RingRefs
 	// WorkerRings are the scheduler rings of the workers that have one.
 	WorkerRings []WorkerRing
+	// Combined are the combined workers (Worker.Members set, IDs after
+	// every worker's) that parallel tasks may run on: the host gives a
+	// ParallelPolicy those whose members it schedules.
+	Combined []Worker
 	// QueueDepth bounds the tasks handed to one worker and not yet
 	// completed. When MaxQueueDepth is larger, the bound adapts per worker
 	// between the two so that about QueuedWork of predicted work waits in

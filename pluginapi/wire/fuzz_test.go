@@ -26,15 +26,13 @@ var decoders = []struct {
 	{"push", TypePush, func() message { return &Push{} }, func(m message) int { return m.(*Push).Len() }},
 	{"done", TypeDone, func() message { return &Done{} }, func(message) int { return DoneSize }},
 	{"assign", TypeAssign, func() message { return &Assign{} }, func(message) int { return AssignSize }},
-	{"exec", TypeExec, func() message { return &Exec{} }, func(m message) int {
-		e := m.(*Exec)
-		return ExecSize(len(e.Buffers), len(e.Arg))
-	}},
+	{"exec", TypeExec, func() message { return &Exec{} }, func(m message) int { return m.(*Exec).Len() }},
 	{"completion", TypeCompletion, func() message { return &Completion{} }, func(m message) int { return CompletionLen(len(m.(*Completion).Err)) }},
 	{"alloc", TypeAlloc, func() message { return &Alloc{} }, func(message) int { return AllocSize }},
 	{"free", TypeFree, func() message { return &Free{} }, func(message) int { return FreeSize }},
 	{"copy", TypeCopy, func() message { return &Copy{} }, func(m message) int { return CopyLen(len(m.(*Copy).Ranges)) }},
 	{"workers", TypeWorkers, func() message { return &Workers{} }, func(m message) int { return WorkersLen(len(m.(*Workers).Workers)) }},
+	{"parts", TypeParts, func() message { return &Parts{} }, func(m message) int { return PartsLen(len(m.(*Parts).Parts)) }},
 }
 
 // seedMessages are one encoded message of each type, and some with lying
@@ -63,6 +61,7 @@ func seedMessages() [][]byte {
 		enc(&Free{Node: 1, Buffer: 9}, FreeSize),
 		enc(&Copy{ID: 11, DstNode: 1, Ranges: []CopyRange{{0, 0, 10}}}, CopyLen(1)),
 		enc(&Workers{Op: WorkersAdd, Seq: 3, Workers: []WorkerRef{{ID: 1, Arch: 1}}}, WorkersLen(1)),
+		enc(&Parts{Node: 1, Buffer: 9, Parts: []Part{{0, 40}, {512, 8}}}, PartsLen(2)),
 		nil,
 		{1, 0, 0},
 		enc(pushImpls, pushImpls.Len()),
@@ -83,16 +82,38 @@ func seedMessages() [][]byte {
 		lie(seeds[5], 32, 0xffffffff),            // completion: error length
 		lie(seeds[8], 4, 0xffffffff),             // copy: ranges
 		lie(seeds[9], 16, 0xffffffff),            // workers
-		lie(seeds[12], PushLen(1)+4, 0x00080808), // push: implementations
+		lie(seeds[13], PushLen(1)+4, 0x00080808), // push: implementations
+		lie(seeds[10], 4, 0xffffffff),            // parts
 	)
-	return seeds
+	good := parallelSeeds()
+	return append(seeds,
+		lie(good[0], ExecSize(0, 1)+4, 0xffffffff), // exec: team members
+		lie(good[1], PushLen(0)+4, 0xffffffff),     // push: parallel sizes
+	)
+}
+
+// parallelSeeds are a parallel task's Exec, with its team, and Push, with
+// its sizes.
+func parallelSeeds() [][]byte {
+	team := &Exec{ID: 9, Kernel: 1, Flags: ExecSPMD, Arg: []byte("a"), Combined: 4, Members: []int32{0, 1, 2}}
+	pushPar := &Push{ID: 5, Flags: PushParallel, Parallel: []SizeLength{{Size: 2, Length: 40}, {Size: 4, Length: -1}}}
+	var out [][]byte
+	for _, m := range []interface {
+		message
+		Len() int
+	}{team, pushPar} {
+		b := make([]byte, m.Len())
+		m.Encode(b)
+		out = append(out, b)
+	}
+	return out
 }
 
 // FuzzDecode: every decoder takes arbitrary bytes without panicking; it
 // refuses messages of another type and short ones; what it accepts
 // encodes back to a message that decodes to the same value.
 func FuzzDecode(f *testing.F) {
-	for _, s := range seedMessages() {
+	for _, s := range append(seedMessages(), parallelSeeds()...) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -150,9 +171,15 @@ func normalize(m message) {
 				v.Impls[a] = nil
 			}
 		}
+		if len(v.Parallel) == 0 {
+			v.Parallel = nil
+		}
 	case *Exec:
 		if len(v.Buffers) == 0 {
 			v.Buffers = nil
+		}
+		if len(v.Members) == 0 {
+			v.Members = nil
 		}
 		if len(v.Arg) == 0 {
 			v.Arg = nil
@@ -168,6 +195,10 @@ func normalize(m message) {
 	case *Workers:
 		if len(v.Workers) == 0 {
 			v.Workers = nil
+		}
+	case *Parts:
+		if len(v.Parts) == 0 {
+			v.Parts = nil
 		}
 	}
 }
@@ -198,6 +229,10 @@ func FuzzRoundTrip(f *testing.F) {
 		for k := range ranges {
 			ranges[k] = CopyRange{SrcOffset: id, DstOffset: uint64(i), Len: uint64(k)}
 		}
+		parts := make([]Part, n)
+		for k := range parts {
+			parts[k] = Part{Offset: id >> k, Size: uint64(i) + uint64(k)}
+		}
 		flags := u &^ PushExec
 		var pexec []byte
 		if flag {
@@ -210,8 +245,21 @@ func FuzzRoundTrip(f *testing.F) {
 				impls[k%NumArch] = append(impls[k%NumArch], Impl{Length: i - int64(k), Kernel: int32(u) >> k})
 			}
 		}
+		var sizes []SizeLength
+		if flags&PushParallel != 0 {
+			for k := uint8(0); k < n; k++ {
+				sizes = append(sizes, SizeLength{Size: int32(k) + 2, Length: i >> k})
+			}
+		}
 		push := &Push{ID: id, Priority: int32(u), ArchMask: u, Worker: int32(i), ReleasedBy: int32(i >> 32), Codelet: u,
-			Flags: flags, Length: [NumArch]int64{i, -i, i ^ 1}, Transfer: transfer, Impls: impls, Exec: pexec}
+			Flags: flags, Length: [NumArch]int64{i, -i, i ^ 1}, Transfer: transfer, Impls: impls, Exec: pexec, Parallel: sizes}
+		team := &Exec{ID: id, Kernel: u, Flags: ExecSPMD, Arg: payload, Combined: int32(u)}
+		if flag {
+			team.Flags = ExecForkJoin
+		}
+		for k := uint8(0); k <= n; k++ {
+			team.Members = append(team.Members, int32(u)+int32(k))
+		}
 		for _, c := range []struct {
 			in   message
 			size int
@@ -221,11 +269,13 @@ func FuzzRoundTrip(f *testing.F) {
 			{&Done{Worker: int32(u), ID: id, DurationNs: i}, DoneSize, &Done{}},
 			{&Assign{Worker: int32(u), ID: id, Flags: u, Impl: ^u}, AssignSize, &Assign{}},
 			{exec, len(execBytes), &Exec{}},
+			{team, team.Len(), &Exec{}},
 			{&Completion{ID: id, Failed: flag, StartNs: i, EndNs: -i, SleepStartNs: i ^ 0x55, SleepEndNs: ^i, Err: payload}, CompletionLen(len(payload)), &Completion{}},
 			{&Alloc{ID: id, Node: u, Buffer: ^id, Size: uint64(i)}, AllocSize, &Alloc{}},
 			{&Free{Node: u, Buffer: id}, FreeSize, &Free{}},
 			{&Copy{ID: id, SrcNode: u, DstNode: ^u, SrcBuffer: uint64(i), DstBuffer: ^id, Ranges: ranges}, CopyLen(len(ranges)), &Copy{}},
 			{&Workers{Op: u, Seq: id, Workers: refs}, WorkersLen(len(refs)), &Workers{}},
+			{&Parts{Node: u, Buffer: id, Parts: parts}, PartsLen(len(parts)), &Parts{}},
 		} {
 			b := make([]byte, c.size)
 			c.in.Encode(b)
@@ -262,13 +312,13 @@ func TestDecodeRefusesGarbage(t *testing.T) {
 			}
 		}
 	}
-	for i, msg := range seeds[13:] { // the lying counts
+	for i, msg := range seeds[14:] { // the lying counts
 		for _, d := range decoders {
 			if Type(msg) != d.typ {
 				continue
 			}
 			if err := d.new().Decode(msg); !errors.Is(err, ErrShort) {
-				t.Errorf("%s with a lying count (seed %d): error %v, want ErrShort", d.name, 13+i, err)
+				t.Errorf("%s with a lying count (seed %d): error %v, want ErrShort", d.name, 14+i, err)
 			}
 		}
 	}

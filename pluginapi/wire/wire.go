@@ -7,12 +7,13 @@
 // Decisions ring (scheduler to core): Assign, and Workers echoed back as the
 // acknowledgement that the policy has applied a change of workers.
 // Dispatch ring (core to worker): Exec, and for workers on a device memory
-// node Alloc, Free and Copy.
+// node Alloc, Free, Copy and Parts.
 // Scheduler ring (scheduler to worker, RAM workers whose driver reads it):
 // Exec only. A Push flagged PushExec ends with the task's Exec, which the
 // scheduler posts there itself instead of sending the core an Assign to
 // dispatch: one ring crossing less per dependency hop.
 // Completion ring (worker to core): Completion, for Exec, Alloc and Copy.
+// A parallel task's Push and Exec carry a section more (parallel.go).
 //
 // A worker handles its dispatch ring in order as far as the data goes: an
 // Exec or Copy that uses a buffer runs after the Alloc and the Copy posted
@@ -42,6 +43,7 @@ const (
 	TypeFree
 	TypeCopy
 	TypeWorkers
+	TypeParts
 )
 
 // Sizes of the fixed-size messages and parts.
@@ -57,6 +59,8 @@ const (
 	FreeSize       = 16
 	CopyHeaderSize = 40
 	CopyRangeSize  = 24
+	PartsHeader    = 24
+	PartSize       = 16
 	WorkersHeader  = 24
 	WorkerSize     = 16
 )
@@ -89,6 +93,10 @@ const (
 	// model and the task may run more than one implementation on some
 	// architecture, so the scheduler may choose one (AssignImpl).
 	PushImpls uint32 = 1 << 3
+	// PushParallel: after the implementations section comes the parallel
+	// section (Push.Parallel, parallel.go): the task may run on combined
+	// workers of the sizes it lists. Never with PushExec.
+	PushParallel uint32 = 1 << 4
 )
 
 // Assign flags.
@@ -168,6 +176,9 @@ type Push struct {
 	// the message after Decode, without the bytes that follow the Exec, if
 	// any. (The core encodes it in place, at ExecOffset, instead.)
 	Exec []byte
+	// Parallel, when Flags has PushParallel, lists the combined worker
+	// sizes the task may run on (parallel.go); Decode reuses its storage.
+	Parallel []SizeLength
 }
 
 // Impl is one implementation of a task's codelet on one architecture, as a
@@ -217,7 +228,9 @@ func (p *Push) implsLen() int {
 
 // ExecOffset is where p's Exec starts in the encoded message: after the
 // header, the transfers and the implementations section.
-func (p *Push) ExecOffset() int { return PushLen(len(p.Transfer)) + p.implsLen() }
+func (p *Push) ExecOffset() int {
+	return PushLen(len(p.Transfer)) + p.implsLen() + p.parallelLen()
+}
 
 // Len is the size of the encoded p, its Exec included.
 func (p *Push) Len() int { return p.ExecOffset() + len(p.Exec) }
@@ -243,6 +256,9 @@ func (p *Push) Encode(b []byte) {
 	}
 	if p.Flags&PushImpls != 0 {
 		p.encodeImpls(b[PushLen(len(p.Transfer)):])
+	}
+	if p.Flags&PushParallel != 0 {
+		p.encodeParallel(b[PushLen(len(p.Transfer))+p.implsLen():])
 	}
 	copy(b[p.ExecOffset():], p.Exec)
 }
@@ -329,6 +345,14 @@ func (p *Push) Decode(b []byte) error {
 	off := PushLen(n)
 	if p.Flags&PushImpls != 0 {
 		size, err := p.decodeImpls(b[off:])
+		if err != nil {
+			return err
+		}
+		off += size
+	}
+	p.Parallel = p.Parallel[:0]
+	if p.Flags&PushParallel != 0 {
+		size, err := p.decodeParallel(b[off:])
 		if err != nil {
 			return err
 		}
@@ -505,7 +529,12 @@ type Exec struct {
 	// 32-bit number (AfterOf).
 	After   uint32
 	Buffers []BufferDesc
-	Arg     []byte
+	// Combined and Members, with ExecSPMD or ExecForkJoin, are the
+	// combined worker that runs the task and its members' worker IDs,
+	// the master first (parallel.go); Members is empty otherwise.
+	Combined int32
+	Members  []int32
+	Arg      []byte
 }
 
 // Exec flags.
@@ -521,10 +550,16 @@ const (
 	// only if it ran that predecessor successfully, and otherwise answers
 	// with a Completion flagged Skipped, without running it.
 	ExecAfter uint32 = 1 << 1
+	// ExecSPMD and ExecForkJoin say the task is a parallel task run by the
+	// team of workers its Members list (parallel.go): every member runs
+	// the kernel with its rank (SPMD), or the master runs it with the
+	// others' cores to use while they wait (FORKJOIN).
+	ExecSPMD     uint32 = 1 << 2
+	ExecForkJoin uint32 = 1 << 3
 )
 
-// Encode writes e into b, which must be ExecSize(len(e.Buffers), len(e.Arg))
-// bytes.
+// Encode writes e into b, which must be e.Len() bytes:
+// ExecSize(len(e.Buffers), len(e.Arg)), plus the team of a parallel task.
 func (e *Exec) Encode(b []byte) {
 	PutExecHeader(b, e.ID, e.Kernel, e.Flags, len(e.Buffers), len(e.Arg))
 	le.PutUint32(b[28:], e.After)
@@ -534,6 +569,9 @@ func (e *Exec) Encode(b []byte) {
 		p = p[BufferDescSize:]
 	}
 	copy(p, e.Arg)
+	if e.Flags&ExecParallel != 0 {
+		e.encodeTeam(p[len(e.Arg):])
+	}
 }
 
 // EncodeBuffer writes one buffer descriptor (BufferDescSize bytes).
@@ -585,7 +623,7 @@ func (e *Exec) Decode(b []byte) error {
 		p = p[BufferDescSize:]
 	}
 	e.Arg = p[:argLen:argLen]
-	return nil
+	return e.decodeTeam(p[argLen:])
 }
 
 // Alloc asks a device worker to allocate Size bytes on its memory node
@@ -646,6 +684,64 @@ func (f *Free) Decode(b []byte) error {
 	return nil
 }
 
+// Part is one part of a plugin interface's datum inside its region:
+// bytes [Offset, Offset+Size) from the region's start.
+type Part struct {
+	Offset, Size uint64
+}
+
+// Parts tells a device worker where the parts of the plugin-interface
+// datum now held by device buffer Buffer lie, so that a kernel can be given
+// each part as a buffer of its own. The core sends it whenever it gives
+// the buffer to such a datum (after the Alloc, or when it reuses a cached
+// buffer) and before any Exec using it; it holds until the next Parts or
+// Free of the buffer. It has no completion: a worker that cannot use the
+// parts fails the Execs that need them, saying why.
+type Parts struct {
+	Node   uint32
+	Buffer uint64
+	Parts  []Part
+}
+
+// PartsLen is the size of a Parts message with n parts.
+func PartsLen(n int) int { return PartsHeader + n*PartSize }
+
+// Encode writes p into b (PartsLen(len(p.Parts)) bytes).
+func (p *Parts) Encode(b []byte) {
+	_ = b[PartsHeader-1]
+	le.PutUint32(b[0:], TypeParts)
+	le.PutUint32(b[4:], uint32(len(p.Parts)))
+	le.PutUint32(b[8:], p.Node)
+	le.PutUint32(b[12:], 0)
+	le.PutUint64(b[16:], p.Buffer)
+	q := b[PartsHeader:]
+	for _, r := range p.Parts {
+		le.PutUint64(q[0:], r.Offset)
+		le.PutUint64(q[8:], r.Size)
+		q = q[PartSize:]
+	}
+}
+
+// Decode reads p from b, reusing p.Parts' storage.
+func (p *Parts) Decode(b []byte) error {
+	if err := header(b, PartsHeader, TypeParts); err != nil {
+		return err
+	}
+	n32 := le.Uint32(b[4:])
+	if !fits(b, PartsHeader, n32, PartSize, 0) {
+		return fmt.Errorf("wire: parts message of %d bytes for %d parts: %w", len(b), n32, ErrShort)
+	}
+	p.Node = le.Uint32(b[8:])
+	p.Buffer = le.Uint64(b[16:])
+	p.Parts = p.Parts[:0]
+	q := b[PartsHeader:]
+	for i := 0; i < int(n32); i++ {
+		p.Parts = append(p.Parts, Part{Offset: le.Uint64(q[0:]), Size: le.Uint64(q[8:])})
+		q = q[PartSize:]
+	}
+	return nil
+}
+
 // CopyRange is one contiguous range of a Copy, at offsets from the start of
 // the source and destination buffers.
 type CopyRange struct {
@@ -653,8 +749,10 @@ type CopyRange struct {
 }
 
 // Copy moves ranges between two memory nodes of a worker's driver, one of
-// them usually RAM (node 0, where a buffer is an arena offset). The worker
-// answers with a Completion for ID once the data has arrived.
+// them usually RAM (node 0, where a buffer is an arena offset); between
+// two device nodes only when the source names the destination among its
+// peers (driver.MemoryNode.Peers), and then on the source's worker. The
+// worker answers with a Completion for ID once the data has arrived.
 type Copy struct {
 	ID                   uint64
 	SrcNode, DstNode     uint32

@@ -52,6 +52,7 @@ func TestRoundTrip(t *testing.T) {
 		{"copy", &cp, CopyLen(2), &Copy{}},
 		{"workers", &Workers{Op: WorkersRemove, Seq: 3, Workers: []WorkerRef{{ID: 1, Arch: 1}, {ID: 4, Arch: 2, Node: 1}}}, WorkersLen(2), &Workers{}},
 		{"workers/ack", &Workers{Op: WorkersAdd, Seq: 9}, WorkersLen(0), &Workers{}},
+		{"parts", &Parts{Node: 1, Buffer: 17, Parts: []Part{{0, 40}, {512, 0}, {1024, 1 << 40}}}, PartsLen(3), &Parts{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := make([]byte, tc.size)

@@ -446,6 +446,24 @@ func (w *Worker) Run(task Task, sched bool) uint64 {
 	return e.ID
 }
 
+// RunTeam posts task as a parallel task (flags: wire.ExecSPMD or
+// wire.ExecForkJoin) of combined worker combined, whose members are the
+// given workers, the master first: the same Exec on each member's dispatch
+// ring, as the core posts it. Only the master's completion is expected; a
+// completion on another member's ring fails the test.
+func (r *Rig) RunTeam(task Task, flags uint32, combined int, members ...*Worker) uint64 {
+	r.T.Helper()
+	e := wire.Exec{ID: r.ID(), Kernel: uint32(task.Kernel), Flags: task.Flags | flags, Buffers: task.Buffers, Arg: task.Arg, Combined: int32(combined)}
+	for _, m := range members {
+		e.Members = append(e.Members, int32(m.Spec.ID))
+	}
+	r.sent[e.ID] = members[0]
+	for _, m := range members {
+		m.Send(e.Len(), e.Encode)
+	}
+	return e.ID
+}
+
 // poll reads every completion waiting, failing the test on a broken
 // message, a second completion for an ID, or a completion on another
 // worker's ring than the message went to.

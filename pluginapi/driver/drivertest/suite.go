@@ -55,6 +55,11 @@ type Harness struct {
 	// message of the worker's completion ring. Without Fail the suite
 	// checks only errors it can cause itself (an unknown kernel).
 	Fail func(w *Worker, msg string) Task
+	// Team, when not nil, builds an SPMD task for a team of size workers
+	// whose master is w, for a driver whose fingerprint sets Parallel, and
+	// a check to call once it completed: an error unless every rank from
+	// 0 to size-1 ran once and saw size (kernel.Context.CombinedSize).
+	Team func(w *Worker, size int) (Task, func() error)
 	// Tasks is how many tasks the scenarios that count post (default
 	// 2000).
 	Tasks int
@@ -107,6 +112,11 @@ const deinitLimit = 5 * time.Second
 //     sleep (WhileAsleep), and on one ring while the workers are busy
 //     with the other (BusyWithSchedRing, BusyWithDispatchRing).
 //   - InitAfterDeinit: the driver runs tasks again after Deinit and Init.
+//   - ParallelTasks (a driver whose fingerprint sets Parallel): teams of
+//     every size run FORKJOIN and (with h.Team) SPMD tasks between
+//     sequential ones, each answered once, by the master; a failing
+//     kernel is reported by the master; Deinit does not wait for a team
+//     that can never form.
 func Run(t *testing.T, h Harness) {
 	if h.Start == nil || h.OK == nil {
 		t.Fatal("drivertest.Run: the harness needs Start and OK")
@@ -147,6 +157,7 @@ func Run(t *testing.T, h Harness) {
 	h.run(t, "", "AllocBeyondNode", func(t *testing.T) { onDevices(t, h, allocBeyond) })
 	h.run(t, "", "DeinitInFlight", func(t *testing.T) { deinitInFlight(t, h) })
 	h.run(t, "", "InitAfterDeinit", func(t *testing.T) { initAfterDeinit(t, h) })
+	h.run(t, "", "ParallelTasks", func(t *testing.T) { parallelTasks(t, h) })
 }
 
 // run runs f as subtest name of t, whose path below Run is parent, unless

@@ -117,9 +117,11 @@ func (x *Unit) GetNode() int64 {
 
 // MemoryNode mirrors driver.MemoryNode.
 type MemoryNode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Bytes uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// peers: the driver's other nodes a copy reaches straight from this one.
+	Peers         []int64 `protobuf:"varint,3,rep,packed,name=peers,proto3" json:"peers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -168,6 +170,13 @@ func (x *MemoryNode) GetBytes() uint64 {
 	return 0
 }
 
+func (x *MemoryNode) GetPeers() []int64 {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
 // FingerprintResponse mirrors driver.Fingerprint.
 type FingerprintResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -180,7 +189,9 @@ type FingerprintResponse struct {
 	Note string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
 	// sched_ring: the driver's workers on the RAM node read
 	// WorkerSpec.sched_ring.
-	SchedRing     bool `protobuf:"varint,6,opt,name=sched_ring,json=schedRing,proto3" json:"sched_ring,omitempty"`
+	SchedRing bool `protobuf:"varint,6,opt,name=sched_ring,json=schedRing,proto3" json:"sched_ring,omitempty"`
+	// parallel: the driver's workers run parallel tasks together.
+	Parallel      bool `protobuf:"varint,7,opt,name=parallel,proto3" json:"parallel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -253,6 +264,13 @@ func (x *FingerprintResponse) GetNote() string {
 func (x *FingerprintResponse) GetSchedRing() bool {
 	if x != nil {
 		return x.SchedRing
+	}
+	return false
+}
+
+func (x *FingerprintResponse) GetParallel() bool {
+	if x != nil {
+		return x.Parallel
 	}
 	return false
 }
@@ -617,11 +635,12 @@ const file_pluginapi_driver_proto_driver_proto_rawDesc = "" +
 	"\x12FingerprintRequest\".\n" +
 	"\x04Unit\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04node\x18\x02 \x01(\x03R\x04node\"6\n" +
+	"\x04node\x18\x02 \x01(\x03R\x04node\"L\n" +
 	"\n" +
 	"MemoryNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xe2\x01\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12\x14\n" +
+	"\x05peers\x18\x03 \x03(\x03R\x05peers\"\xfe\x01\n" +
 	"\x13FingerprintResponse\x12\x12\n" +
 	"\x04arch\x18\x01 \x01(\tR\x04arch\x121\n" +
 	"\x05units\x18\x02 \x03(\v2\x1b.starpu.plugins.driver.UnitR\x05units\x127\n" +
@@ -629,7 +648,8 @@ const file_pluginapi_driver_proto_driver_proto_rawDesc = "" +
 	"\akernels\x18\x04 \x03(\tR\akernels\x12\x12\n" +
 	"\x04note\x18\x05 \x01(\tR\x04note\x12\x1d\n" +
 	"\n" +
-	"sched_ring\x18\x06 \x01(\bR\tschedRing\"\x8d\x02\n" +
+	"sched_ring\x18\x06 \x01(\bR\tschedRing\x12\x1a\n" +
+	"\bparallel\x18\a \x01(\bR\bparallel\"\x8d\x02\n" +
 	"\n" +
 	"WorkerSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +

@@ -101,7 +101,7 @@ func TestDescribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := iface.Description{Name: "pair", Buffers: []uint64{8, 4}, Size: 12, Layout: kernel.Layout{ElemSize: 2, NX: 4, LD: 68}}
+	want := iface.Description{Name: "pair", Buffers: []uint64{8, 4}, Size: 12, Layout: kernel.Layout{ElemSize: 2, NX: 4, LD: 516}}
 	want.Footprint, want.AllocFootprint = d.Footprint, d.AllocFootprint
 	if !reflect.DeepEqual(*d, want) || d.Footprint == 0 || d.AllocFootprint == 0 {
 		t.Fatalf("Describe = %+v, want %+v with footprints", d, want)

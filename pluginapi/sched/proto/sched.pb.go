@@ -31,8 +31,10 @@ type Worker struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// arch is a driver.Arch: "cpu", "cuda", "opencl".
-	Arch          string `protobuf:"bytes,2,opt,name=arch,proto3" json:"arch,omitempty"`
-	Node          int64  `protobuf:"varint,3,opt,name=node,proto3" json:"node,omitempty"`
+	Arch string `protobuf:"bytes,2,opt,name=arch,proto3" json:"arch,omitempty"`
+	Node int64  `protobuf:"varint,3,opt,name=node,proto3" json:"node,omitempty"`
+	// members, for a combined worker, are its workers, the master first.
+	Members       []int64 `protobuf:"varint,4,rep,packed,name=members,proto3" json:"members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -86,6 +88,13 @@ func (x *Worker) GetNode() int64 {
 		return x.Node
 	}
 	return 0
+}
+
+func (x *Worker) GetMembers() []int64 {
+	if x != nil {
+		return x.Members
+	}
+	return nil
 }
 
 // RingRefs mirrors sched.RingRefs.
@@ -227,8 +236,10 @@ type InitRequest struct {
 	SpinIters     int64                  `protobuf:"varint,4,opt,name=spin_iters,json=spinIters,proto3" json:"spin_iters,omitempty"`
 	MaxQueueDepth int64                  `protobuf:"varint,5,opt,name=max_queue_depth,json=maxQueueDepth,proto3" json:"max_queue_depth,omitempty"`
 	// queued_work_ns is QueuedWork (a time.Duration) in nanoseconds.
-	QueuedWorkNs  int64         `protobuf:"varint,6,opt,name=queued_work_ns,json=queuedWorkNs,proto3" json:"queued_work_ns,omitempty"`
-	WorkerRings   []*WorkerRing `protobuf:"bytes,7,rep,name=worker_rings,json=workerRings,proto3" json:"worker_rings,omitempty"`
+	QueuedWorkNs int64         `protobuf:"varint,6,opt,name=queued_work_ns,json=queuedWorkNs,proto3" json:"queued_work_ns,omitempty"`
+	WorkerRings  []*WorkerRing `protobuf:"bytes,7,rep,name=worker_rings,json=workerRings,proto3" json:"worker_rings,omitempty"`
+	// combined are the combined workers parallel tasks may run on.
+	Combined      []*Worker `protobuf:"bytes,8,rep,name=combined,proto3" json:"combined,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -308,6 +319,13 @@ func (x *InitRequest) GetQueuedWorkNs() int64 {
 func (x *InitRequest) GetWorkerRings() []*WorkerRing {
 	if x != nil {
 		return x.WorkerRings
+	}
+	return nil
+}
+
+func (x *InitRequest) GetCombined() []*Worker {
+	if x != nil {
+		return x.Combined
 	}
 	return nil
 }
@@ -424,11 +442,12 @@ var File_pluginapi_sched_proto_sched_proto protoreflect.FileDescriptor
 
 const file_pluginapi_sched_proto_sched_proto_rawDesc = "" +
 	"\n" +
-	"!pluginapi/sched/proto/sched.proto\x12\x14starpu.plugins.sched\x1a\x1fpluginapi/base/proto/base.proto\"@\n" +
+	"!pluginapi/sched/proto/sched.proto\x12\x14starpu.plugins.sched\x1a\x1fpluginapi/base/proto/base.proto\"Z\n" +
 	"\x06Worker\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04arch\x18\x02 \x01(\tR\x04arch\x12\x12\n" +
-	"\x04node\x18\x03 \x01(\x03R\x04node\"\xa7\x01\n" +
+	"\x04node\x18\x03 \x01(\x03R\x04node\x12\x18\n" +
+	"\amembers\x18\x04 \x03(\x03R\amembers\"\xa7\x01\n" +
 	"\bRingRefs\x121\n" +
 	"\x06events\x18\x01 \x01(\v2\x19.starpu.plugins.base.SpanR\x06events\x127\n" +
 	"\tdecisions\x18\x02 \x01(\v2\x19.starpu.plugins.base.SpanR\tdecisions\x12\x12\n" +
@@ -438,7 +457,7 @@ const file_pluginapi_sched_proto_sched_proto_rawDesc = "" +
 	"WorkerRing\x12\x16\n" +
 	"\x06worker\x18\x01 \x01(\x03R\x06worker\x12-\n" +
 	"\x04ring\x18\x02 \x01(\v2\x19.starpu.plugins.base.SpanR\x04ring\x12\x12\n" +
-	"\x04bell\x18\x03 \x01(\x04R\x04bell\"\xce\x02\n" +
+	"\x04bell\x18\x03 \x01(\x04R\x04bell\"\x88\x03\n" +
 	"\vInitRequest\x126\n" +
 	"\aworkers\x18\x01 \x03(\v2\x1c.starpu.plugins.sched.WorkerR\aworkers\x124\n" +
 	"\x05rings\x18\x02 \x01(\v2\x1e.starpu.plugins.sched.RingRefsR\x05rings\x12\x1f\n" +
@@ -448,7 +467,8 @@ const file_pluginapi_sched_proto_sched_proto_rawDesc = "" +
 	"spin_iters\x18\x04 \x01(\x03R\tspinIters\x12&\n" +
 	"\x0fmax_queue_depth\x18\x05 \x01(\x03R\rmaxQueueDepth\x12$\n" +
 	"\x0equeued_work_ns\x18\x06 \x01(\x03R\fqueuedWorkNs\x12C\n" +
-	"\fworker_rings\x18\a \x03(\v2 .starpu.plugins.sched.WorkerRingR\vworkerRings\"\x0e\n" +
+	"\fworker_rings\x18\a \x03(\v2 .starpu.plugins.sched.WorkerRingR\vworkerRings\x128\n" +
+	"\bcombined\x18\b \x03(\v2\x1c.starpu.plugins.sched.WorkerR\bcombined\"\x0e\n" +
 	"\fInitResponse\"\x0f\n" +
 	"\rDeinitRequest\"\x10\n" +
 	"\x0eDeinitResponse2\xaf\x01\n" +
@@ -486,15 +506,16 @@ var file_pluginapi_sched_proto_sched_proto_depIdxs = []int32{
 	0, // 3: starpu.plugins.sched.InitRequest.workers:type_name -> starpu.plugins.sched.Worker
 	1, // 4: starpu.plugins.sched.InitRequest.rings:type_name -> starpu.plugins.sched.RingRefs
 	2, // 5: starpu.plugins.sched.InitRequest.worker_rings:type_name -> starpu.plugins.sched.WorkerRing
-	3, // 6: starpu.plugins.sched.Scheduler.Init:input_type -> starpu.plugins.sched.InitRequest
-	5, // 7: starpu.plugins.sched.Scheduler.Deinit:input_type -> starpu.plugins.sched.DeinitRequest
-	4, // 8: starpu.plugins.sched.Scheduler.Init:output_type -> starpu.plugins.sched.InitResponse
-	6, // 9: starpu.plugins.sched.Scheduler.Deinit:output_type -> starpu.plugins.sched.DeinitResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	0, // 6: starpu.plugins.sched.InitRequest.combined:type_name -> starpu.plugins.sched.Worker
+	3, // 7: starpu.plugins.sched.Scheduler.Init:input_type -> starpu.plugins.sched.InitRequest
+	5, // 8: starpu.plugins.sched.Scheduler.Deinit:input_type -> starpu.plugins.sched.DeinitRequest
+	4, // 9: starpu.plugins.sched.Scheduler.Init:output_type -> starpu.plugins.sched.InitResponse
+	6, // 10: starpu.plugins.sched.Scheduler.Deinit:output_type -> starpu.plugins.sched.DeinitResponse
+	9, // [9:11] is the sub-list for method output_type
+	7, // [7:9] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_pluginapi_sched_proto_sched_proto_init() }

@@ -14,8 +14,10 @@
 // and hints; that workers can be removed and added
 // while tasks are queued without losing any (a task only a removed worker
 // could run waits for a worker able to run it); that nothing is handed out
-// after Deinit; and, for a policy that says it honours priorities, that a
-// worker is always given the most urgent task it can run.
+// after Deinit; that parallel tasks run, on one worker or, for a
+// sched.ParallelPolicy, on a combined worker they may run on; and, for a
+// policy that says it honours priorities, that a worker is always given
+// the most urgent task it can run.
 //
 // RunPlugin runs the same scenarios across the process boundary, on the
 // built plugin binary (Build) started as the runtime starts it:
@@ -98,6 +100,7 @@ func run(t *testing.T, fresh func() subject, opts []Option) {
 	t.Run("ExactlyOnceOnCapableWorkers", func(t *testing.T) { exactlyOnce(t, fresh(), o) })
 	t.Run("WorkersThroughHost", func(t *testing.T) { workersThroughHost(t, fresh(), o) })
 	t.Run("NothingAfterDeinit", func(t *testing.T) { afterDeinit(t, fresh(), o) })
+	t.Run("ParallelTasks", func(t *testing.T) { parallelTasks(t, fresh(), o) })
 	if o.priorities {
 		t.Run("Priorities", func(t *testing.T) { priorities(t, fresh(), o) })
 	}
@@ -127,7 +130,7 @@ type core struct {
 	acks      []uint64 // Seq of the Workers messages the host echoed
 }
 
-func startHost(t *testing.T, sub subject, workers []sched.Worker, depth, maxDepth int, timeout time.Duration) *core {
+func startHost(t *testing.T, sub subject, workers []sched.Worker, depth, maxDepth int, timeout time.Duration, combined ...sched.Worker) *core {
 	t.Helper()
 	const eventsCap, decisionsCap = 1 << 20, 1 << 18
 	control := shm.RingBytes(eventsCap) + shm.RingBytes(decisionsCap) + 2*shm.BellSize + 4096
@@ -161,7 +164,7 @@ func startHost(t *testing.T, sub subject, workers []sched.Worker, depth, maxDept
 	c.bell, refs.Bell = bell()
 	c.coreBell, refs.CoreBell = bell()
 	c.host = sub.start(t, a)
-	err = c.host.Init(t.Context(), &sched.InitRequest{Workers: workers, Rings: refs,
+	err = c.host.Init(t.Context(), &sched.InitRequest{Workers: workers, Rings: refs, Combined: combined,
 		QueueDepth: depth, MaxQueueDepth: maxDepth, QueuedWork: 100 * time.Microsecond, SpinIters: 100})
 	if err != nil {
 		t.Fatalf("host init: %v", err)
@@ -182,6 +185,10 @@ func (c *core) push(t *sched.Task) {
 	if t.Impls != nil {
 		p.Flags |= wire.PushImpls
 		p.Impls = *t.Impls
+	}
+	if t.Parallel != nil {
+		p.Flags |= wire.PushParallel
+		p.Parallel = t.Parallel.Sizes
 	}
 	b, err := c.events.ReserveWait(p.Len(), c.alive)
 	if err != nil {
@@ -485,6 +492,12 @@ func workersThroughHost(t *testing.T, sub subject, o options) {
 // ones already assigned (assigned[i] is 1 + the worker of task i+1, or 0),
 // and returns the task and worker.
 func checkAssign(t *testing.T, a wire.Assign, tasks []*sched.Task, pushed int, assigned []int) (uint64, int) {
+	t.Helper()
+	return checkAssignOn(t, machine, a, tasks, pushed, assigned)
+}
+
+// checkAssignOn is checkAssign on the given machine.
+func checkAssignOn(t *testing.T, machine []sched.Worker, a wire.Assign, tasks []*sched.Task, pushed int, assigned []int) (uint64, int) {
 	t.Helper()
 	id, wid := a.ID, int(a.Worker)
 	if id == 0 || id > uint64(pushed) {

@@ -3,6 +3,7 @@ package schedtest
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -23,17 +24,23 @@ const (
 	ignorePriorities
 	hoard
 	badImpl
+	badTeam
 )
 
 // prio is a correct policy (one queue, by priority then age; the last
-// usable implementation when the core lists them) unless given a flaw.
+// usable implementation when the core lists them; every other parallel
+// task on the first combined worker of the popping worker it may run on)
+// unless given a flaw.
 type prio struct {
-	flaw    flaw
-	workers map[int]sched.Worker
-	q       []*sched.Task
-	closed  bool
-	last    *sched.Task
+	flaw     flaw
+	workers  map[int]sched.Worker
+	combined []sched.Worker
+	q        []*sched.Task
+	closed   bool
+	last     *sched.Task
 }
+
+func (p *prio) SetCombinedWorkers(cs []sched.Worker) { p.combined = cs }
 
 func (p *prio) Init(ws []sched.Worker) error {
 	p.workers = map[int]sched.Worker{}
@@ -90,6 +97,14 @@ func (p *prio) Pop(id int) *sched.Task {
 			if p.flaw == badImpl && len(impls) > 0 {
 				t.SetImpl(len(impls))
 			}
+			if t.Parallel != nil && t.ID%2 == 0 || p.flaw == badTeam {
+				for _, c := range p.combined {
+					if slices.Contains(c.Members, id) && (t.CanRunCombined(&c) || p.flaw == badTeam) {
+						t.SetCombined(c.ID)
+						break
+					}
+				}
+			}
 			return t
 		}
 	}
@@ -123,7 +138,7 @@ func TestFlawsCaught(t *testing.T) {
 		Run(t, func() sched.Policy { return &prio{flaw: fl} }, HonoursPriorities(), Timeout(3*time.Second), Tasks(500), Seed(1))
 		return
 	}
-	for _, f := range []flaw{duplicates, anyArch, dropOnRemove, popAfterDeinit, ignorePriorities, hoard, badImpl} {
+	for _, f := range []flaw{duplicates, anyArch, dropOnRemove, popAfterDeinit, ignorePriorities, hoard, badImpl, badTeam} {
 		f := flawNames[f]
 		t.Run(f.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run", "^TestFlawsCaught$", "-test.count=1")
@@ -147,4 +162,5 @@ var flawNames = map[flaw]struct{ name, want string }{
 	ignorePriorities: {"ignores-priorities", "while task"},
 	hoard:            {"keeps-a-task", "timed out"},
 	badImpl:          {"chooses-a-missing-implementation", "which it may not run there"},
+	badTeam:          {"hands-any-task-to-a-combined-worker", "where it may not run"},
 }

@@ -65,6 +65,28 @@ const (
 	// dimensions may differ). No argument.
 	AddF32 = "add_f32"
 	AddF64 = "add_f64"
+
+	// The parallel kernels, for codelets of type core.ForkJoin or
+	// core.SPMD (they run on one worker too, as a team of one).
+	//
+	// ParGemmF32 and ParGemmF64 are GemmF32 and GemmF64 for a FORKJOIN
+	// codelet: C's columns are cut in CombinedSize slices, each computed
+	// by a goroutine calling the single-threaded BLAS. Buffers and Arg as
+	// GemmF32.
+	ParGemmF32 = "pgemm_f32"
+	ParGemmF64 = "pgemm_f64"
+	// ParPotrfF32 and ParPotrfF64 are PotrfF32 and PotrfF64 for a
+	// FORKJOIN codelet: a blocked right-looking factorisation whose
+	// panel solves and trailing updates are cut between CombinedSize
+	// goroutines (the upper factorisation runs on one). Buffers and Arg
+	// as PotrfF32.
+	ParPotrfF32 = "ppotrf_f32"
+	ParPotrfF64 = "ppotrf_f64"
+	// SpmdScalF32 and SpmdScalF64 are ScalF32 and ScalF64 for an SPMD
+	// codelet: rank r of CombinedSize scales its own slice of x (of a
+	// matrix, its own columns). Buffers and Arg as ScalF32.
+	SpmdScalF32 = "pscal_f32"
+	SpmdScalF64 = "pscal_f64"
 )
 
 // Encoded sizes of the arguments, in bytes.

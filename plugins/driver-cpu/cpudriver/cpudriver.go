@@ -46,6 +46,10 @@ type Driver struct {
 	stop    atomic.Bool
 	// savedProcs is GOMAXPROCS before reserveProcs raised it to procs.
 	savedProcs, procs int
+	// teams is where the workers meet to run parallel tasks (parallel.go).
+	teams *driver.Teams
+	// held are the IDs of the workers the application runs (appworker.go).
+	held map[int]bool
 }
 
 // Option configures a Driver.
@@ -130,7 +134,7 @@ func (d *Driver) SetConfig(ctx context.Context, cfg base.Config) error {
 
 // Fingerprint implements driver.Driver: one unit per core, all on the RAM node.
 func (d *Driver) Fingerprint(context.Context) (*driver.Fingerprint, error) {
-	fp := &driver.Fingerprint{Arch: driver.CPU, SchedRing: true}
+	fp := &driver.Fingerprint{Arch: driver.CPU, SchedRing: true, Parallel: true}
 	for i := 0; i < d.units; i++ {
 		name := fmt.Sprintf("CPU %d", i)
 		if d.model != "" {
@@ -154,6 +158,9 @@ func (d *Driver) Init(_ context.Context, req *driver.InitRequest) error {
 	if d.arena == nil {
 		return errors.New("driver-cpu: no shared-memory arena")
 	}
+	if err := d.checkHeld(req); err != nil {
+		return err
+	}
 	var ws []*worker
 	for _, spec := range req.Workers {
 		w, err := d.newWorker(spec, req.SpinIters)
@@ -167,8 +174,15 @@ func (d *Driver) Init(_ context.Context, req *driver.InitRequest) error {
 	}
 	d.stop.Store(false)
 	d.workers = ws
+	d.teams = driver.NewTeams()
+	for _, w := range ws {
+		d.teams.Join(w.rings.Spec.ID)
+	}
 	d.reserveProcs(len(ws))
 	for _, w := range ws {
+		if d.held[w.rings.Spec.ID] {
+			continue // the application runs it (appworker.go)
+		}
 		d.wg.Add(1)
 		go d.run(w)
 	}
@@ -182,6 +196,9 @@ func (d *Driver) Deinit(context.Context) error {
 	d.stop.Store(true)
 	for _, w := range d.workers {
 		w.rings.Bell.Ring()
+		if d.held[w.rings.Spec.ID] {
+			d.teams.Leave(w.rings.Spec.ID) // the application runs it no more
+		}
 	}
 	d.wg.Wait()
 	d.workers = nil
@@ -238,6 +255,8 @@ func (d *Driver) newWorker(spec driver.WorkerSpec, spin int) (*worker, error) {
 // deinit.
 func (d *Driver) run(w *worker) {
 	defer d.wg.Done()
+	// The teams waiting for this worker give up once it is gone.
+	defer d.teams.Leave(w.rings.Spec.ID)
 	// The goroutine ends locked to its thread, so that Go discards the
 	// thread rather than reusing it with a one-core affinity.
 	runtime.LockOSThread()
@@ -277,35 +296,63 @@ func (d *Driver) runOnce(w *worker) error {
 
 func (d *Driver) runRing(w *worker, r *shm.Ring, name string) error {
 	alive := func() bool { return !d.stop.Load() }
-	for msg := r.Peek(); msg != nil; msg = r.Peek() {
-		if t := wire.Type(msg); t != wire.TypeExec {
-			return fmt.Errorf("%s: unexpected message type %d", name, t)
-		}
-		if err := w.exec.Decode(msg); err != nil {
+	for {
+		if ran, err := d.runOne(w, r, name, nil, alive); !ran || err != nil {
 			return err
 		}
-		c := &w.comp
-		*c = wire.Completion{ID: w.exec.ID, StartNs: wire.Now(), Err: c.Err[:0]}
-		var err error
-		if w.chain.Skip(&w.exec) {
-			c.Skipped = true // its predecessor failed: the core reschedules it
-		} else {
-			err = d.execute(w)
+		if r == w.rings.Sched && !w.rings.Dispatch.Empty() {
+			// A parallel task there may have teammates waiting for this
+			// worker: the dispatch ring first (runOnce).
+			return nil
 		}
-		c.EndNs = wire.Now()
-		if err != nil || c.Skipped {
-			w.chain.Failed(w.exec.ID)
-		}
-		// The completion is committed before the Exec is released: the
-		// core reads a drained scheduler ring as "every task posted there
-		// has completed" (driver.WorkerSpec.SchedRing).
-		if err := w.rings.Post(c, err, alive); err != nil {
-			return err
-		}
-		r.Release()
-		w.rings.Completed()
 	}
-	return r.Err()
+}
+
+// runOne runs the task at the head of r, if there is one, and reports
+// whether there was; refuse, when not nil, fails it instead of running it.
+func (d *Driver) runOne(w *worker, r *shm.Ring, name string, refuse error, alive func() bool) (bool, error) {
+	msg := r.Peek()
+	if msg == nil {
+		return false, r.Err()
+	}
+	if t := wire.Type(msg); t != wire.TypeExec {
+		return false, fmt.Errorf("%s: unexpected message type %d", name, t)
+	}
+	if err := w.exec.Decode(msg); err != nil {
+		return false, err
+	}
+	c := &w.comp
+	*c = wire.Completion{ID: w.exec.ID, StartNs: wire.Now(), Err: c.Err[:0]}
+	var err error
+	switch {
+	case w.chain.Skip(&w.exec):
+		c.Skipped = true // its predecessor failed: the core reschedules it
+	case w.exec.Flags&wire.ExecParallel != 0:
+		var post bool
+		if post, err = d.runTeam(w, refuse); !post {
+			// The team's master reports the task (parallel.go).
+			r.Release()
+			w.rings.Completed()
+			return true, nil
+		}
+	case refuse != nil:
+		err = refuse
+	default:
+		err = d.execute(w)
+	}
+	c.EndNs = wire.Now()
+	if err != nil || c.Skipped {
+		w.chain.Failed(w.exec.ID)
+	}
+	// The completion is committed before the Exec is released: the
+	// core reads a drained scheduler ring as "every task posted there
+	// has completed" (driver.WorkerSpec.SchedRing).
+	if err := w.rings.Post(c, err, alive); err != nil {
+		return false, err
+	}
+	r.Release()
+	w.rings.Completed()
+	return true, nil
 }
 
 func (d *Driver) execute(w *worker) (err error) {
@@ -327,6 +374,7 @@ func (d *Driver) execute(w *worker) (err error) {
 	kc.Arg = e.Arg
 	kc.Worker = w.rings.Spec.ID
 	kc.TaskID = e.ID
+	setTeam(&kc.Team, e, kc.Worker)
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("kernel %s panicked: %v", k.Name, r)

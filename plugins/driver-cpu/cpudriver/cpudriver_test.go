@@ -2,11 +2,13 @@ package cpudriver
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
@@ -40,6 +42,43 @@ var conformanceKernels = []kernel.Kernel{
 		return nil
 	}},
 	{Name: "fail", Func: func(ctx *kernel.Context) error { return errors.New(string(ctx.Buffers[0].Bytes)) }},
+	// "team" counts its rank's runs in int32 slot rank of its buffer and
+	// writes the size it saw in slot 64+rank.
+	{Name: "team", Func: func(ctx *kernel.Context) error {
+		v := ctx.Buffers[0].Int32s()
+		r := ctx.CombinedRank()
+		if r < 0 || r >= 64 {
+			return fmt.Errorf("rank %d", r)
+		}
+		v[r]++
+		v[64+r] = int32(ctx.CombinedSize())
+		return nil
+	}},
+}
+
+// teamTask is the conformance suite's SPMD task: "team" on a buffer of
+// its own, and the check of what each rank wrote there.
+func teamTask(w *drivertest.Worker, size int) (drivertest.Task, func() error) {
+	s := w.RAM(128 * 4)
+	v := w.Bytes(s)
+	clear(v)
+	task := drivertest.Task{Kernel: w.Kernel("team"), Buffers: []wire.BufferDesc{drivertest.Vec(0, s.Offset, 128, 4, kernel.RW)}}
+	return task, func() error {
+		got := unsafe.Slice((*int32)(unsafe.Pointer(&v[0])), 128)
+		for r := range 64 {
+			runs, want := got[r], int32(0)
+			if r < size {
+				want = 1
+			}
+			if runs != want {
+				return fmt.Errorf("rank %d ran %d times in a team of %d, want %d", r, runs, size, want)
+			}
+			if r < size && got[64+r] != int32(size) {
+				return fmt.Errorf("rank %d saw a team of %d, want %d", r, got[64+r], size)
+			}
+		}
+		return nil
+	}
 }
 
 // TestConformance runs the driver kit's conformance suite on the CPU
@@ -59,6 +98,7 @@ func TestConformance(t *testing.T) {
 			copy(w.Bytes(s), msg)
 			return drivertest.Task{Kernel: w.Kernel("fail"), Buffers: []wire.BufferDesc{drivertest.Vec(0, s.Offset, uint64(len(msg)), 1, kernel.R)}}
 		},
+		Team: teamTask,
 	}
 	t.Run("in-process", func(t *testing.T) {
 		h := h

@@ -42,6 +42,12 @@ func Library() []kernel.Kernel {
 		{Name: blasarg.Zero, Func: Zero},
 		{Name: blasarg.AddF32, Func: addKernel[float32](blasarg.AddF32)},
 		{Name: blasarg.AddF64, Func: addKernel[float64](blasarg.AddF64)},
+		{Name: blasarg.ParGemmF32, Func: parGemmKernel(blasarg.ParGemmF32, blas.Sgemm)},
+		{Name: blasarg.ParGemmF64, Func: parGemmKernel(blasarg.ParGemmF64, blas.Dgemm)},
+		{Name: blasarg.ParPotrfF32, Func: parPotrfKernel(blasarg.ParPotrfF32, blas.Spotrf, blas.Strsm, blas.Ssyrk, blas.Sgemm)},
+		{Name: blasarg.ParPotrfF64, Func: parPotrfKernel(blasarg.ParPotrfF64, blas.Dpotrf, blas.Dtrsm, blas.Dsyrk, blas.Dgemm)},
+		{Name: blasarg.SpmdScalF32, Func: spmdScalKernel(blasarg.SpmdScalF32, blas.Sscal)},
+		{Name: blasarg.SpmdScalF64, Func: spmdScalKernel(blasarg.SpmdScalF64, blas.Dscal)},
 	}...)
 }
 
@@ -140,42 +146,56 @@ func dotKernel[T float](name string, f func(int, []T, int, []T, int) (T, error))
 
 func gemmKernel[T float](name string, f func(bool, bool, int, int, int, T, []T, int, []T, int, T, []T, int) error) kernel.Func {
 	return func(ctx *kernel.Context) error {
-		if err := count(name, ctx, 3); err != nil {
-			return err
-		}
-		arg, err := blasarg.DecodeGemmArg(ctx.Arg)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		a, err := matrix[T](name, ctx, 0, "A", false)
+		g, err := gemmOperands[T](name, ctx)
 		if err != nil {
 			return err
 		}
-		b, err := matrix[T](name, ctx, 1, "B", false)
-		if err != nil {
-			return err
-		}
-		c, err := matrix[T](name, ctx, 2, "C", true)
-		if err != nil {
-			return err
-		}
-		m, n := c.rows, c.cols
-		ar, k := a.op(arg.TransA)
-		br, bc := b.op(arg.TransB)
-		switch {
-		case ar != m:
-			return fmt.Errorf("%s: op(A) is %dx%d but C is %dx%d: op(A) must have C's %d rows",
-				name, ar, k, m, n, m)
-		case bc != n:
-			return fmt.Errorf("%s: op(B) is %dx%d but C is %dx%d: op(B) must have C's %d columns",
-				name, br, bc, m, n, n)
-		case br != k:
-			return fmt.Errorf("%s: op(A) is %dx%d but op(B) is %dx%d: inner dimensions differ",
-				name, ar, k, br, bc)
-		}
-		return wrap(name, f(arg.TransA, arg.TransB, m, n, k, T(arg.Alpha), a.d, a.ld,
-			b.d, b.ld, T(arg.Beta), c.d, c.ld))
+		return wrap(name, f(g.arg.TransA, g.arg.TransB, g.m, g.n, g.k, T(g.arg.Alpha), g.a.d, g.a.ld,
+			g.b.d, g.b.ld, T(g.arg.Beta), g.c.d, g.c.ld))
 	}
+}
+
+// gemm is a gemm kernel's checked operands: C (m x n) = Alpha*op(A)*op(B)
+// + Beta*C, op(A) m x k.
+type gemm[T float] struct {
+	arg     blasarg.GemmArg
+	a, b, c mat[T]
+	m, n, k int
+}
+
+// gemmOperands decodes and checks a gemm kernel's argument and buffers.
+func gemmOperands[T float](name string, ctx *kernel.Context) (g gemm[T], err error) {
+	if err := count(name, ctx, 3); err != nil {
+		return g, err
+	}
+	if g.arg, err = blasarg.DecodeGemmArg(ctx.Arg); err != nil {
+		return g, fmt.Errorf("%s: %w", name, err)
+	}
+	if g.a, err = matrix[T](name, ctx, 0, "A", false); err != nil {
+		return g, err
+	}
+	if g.b, err = matrix[T](name, ctx, 1, "B", false); err != nil {
+		return g, err
+	}
+	if g.c, err = matrix[T](name, ctx, 2, "C", true); err != nil {
+		return g, err
+	}
+	g.m, g.n = g.c.rows, g.c.cols
+	ar, k := g.a.op(g.arg.TransA)
+	br, bc := g.b.op(g.arg.TransB)
+	g.k = k
+	switch {
+	case ar != g.m:
+		return g, fmt.Errorf("%s: op(A) is %dx%d but C is %dx%d: op(A) must have C's %d rows",
+			name, ar, k, g.m, g.n, g.m)
+	case bc != g.n:
+		return g, fmt.Errorf("%s: op(B) is %dx%d but C is %dx%d: op(B) must have C's %d columns",
+			name, br, bc, g.m, g.n, g.n)
+	case br != k:
+		return g, fmt.Errorf("%s: op(A) is %dx%d but op(B) is %dx%d: inner dimensions differ",
+			name, ar, k, br, bc)
+	}
+	return g, nil
 }
 
 func syrkKernel[T float](name string, f func(bool, bool, int, int, T, []T, int, T, []T, int) error) kernel.Func {

@@ -40,13 +40,15 @@ func TestLibraryNames(t *testing.T) {
 		blasarg.SyrkF32, blasarg.SyrkF64, blasarg.TrsmF32, blasarg.TrsmF64,
 		blasarg.PotrfF32, blasarg.PotrfF64,
 		blasarg.Zero, blasarg.AddF32, blasarg.AddF64,
+		blasarg.ParGemmF32, blasarg.ParGemmF64, blasarg.ParPotrfF32, blasarg.ParPotrfF64,
+		blasarg.SpmdScalF32, blasarg.SpmdScalF64,
 	} {
 		if m[name] == nil {
 			t.Errorf("kernel %q missing", name)
 		}
 	}
-	if len(m) != 18+len(sparseKernels()) {
-		t.Errorf("%d kernels, want %d", len(m), 18+len(sparseKernels()))
+	if len(m) != 24+len(sparseKernels()) {
+		t.Errorf("%d kernels, want %d", len(m), 24+len(sparseKernels()))
 	}
 }
 

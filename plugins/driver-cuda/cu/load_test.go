@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -286,24 +287,27 @@ func TestProbeFakeDriver(t *testing.T) {
 		reason  string
 		is      error
 		devices int
+		peers   [][]int
 	}{
-		{name: "one device", devices: 1},
-		{name: "two devices", env: map[string]string{"FAKECUDA_DEVICES": "2"}, devices: 2},
-		{name: "no device", env: map[string]string{"FAKECUDA_INIT": "100"},
+		{name: "one device", devices: 1, peers: [][]int{nil}},
+		{name: "two devices", env: map[string]string{"CUDA_FAKE_DEVICES": "2"}, devices: 2, peers: [][]int{{1}, {0}}},
+		{name: "three devices", env: map[string]string{"CUDA_FAKE_DEVICES": "3"}, devices: 3, peers: [][]int{{1, 2}, {0, 2}, {0, 1}}},
+		{name: "two devices without peer access", env: map[string]string{"CUDA_FAKE_DEVICES": "2", "CUDA_FAKE_PEER": "0"}, devices: 2, peers: [][]int{nil, nil}},
+		{name: "no device", env: map[string]string{"CUDA_FAKE_INIT": "100"},
 			reason: "cuInit failed: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected", is: ErrorNoDevice},
-		{name: "stub library", env: map[string]string{"FAKECUDA_INIT": "34"},
+		{name: "stub library", env: map[string]string{"CUDA_FAKE_INIT": "34"},
 			reason: "cuInit failed: CUDA_ERROR_STUB_LIBRARY (34): CUDA driver is a stub library", is: ErrorStubLibrary},
-		{name: "code the driver cannot name", env: map[string]string{"FAKECUDA_INIT": "222"},
+		{name: "code the driver cannot name", env: map[string]string{"CUDA_FAKE_INIT": "222"},
 			reason: "cuInit failed: CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)", is: ErrorUnsupportedPTXVersion},
-		{name: "zero devices", env: map[string]string{"FAKECUDA_DEVICES": "0"},
+		{name: "zero devices", env: map[string]string{"CUDA_FAKE_DEVICES": "0"},
 			reason: "no CUDA device: cuDeviceGetCount found none", is: ErrorNoDevice},
-		{name: "old driver", env: map[string]string{"FAKECUDA_VERSION": "11040"},
+		{name: "old driver", env: map[string]string{"CUDA_FAKE_VERSION": "11040"},
 			reason: "driver version 11.4 is older than the 12.0 this driver needs", is: &VersionError{}},
 		{name: "older than asked", min: 13010,
 			reason: "driver version 13.0 is older than the 13.1 this driver needs", is: &VersionError{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, k := range []string{"FAKECUDA_DEVICES", "FAKECUDA_INIT", "FAKECUDA_VERSION"} {
+			for _, k := range []string{"CUDA_FAKE_DEVICES", "CUDA_FAKE_INIT", "CUDA_FAKE_VERSION", "CUDA_FAKE_PEER"} {
 				t.Setenv(k, tc.env[k])
 			}
 			c := cfg
@@ -338,9 +342,15 @@ func TestProbeFakeDriver(t *testing.T) {
 					t.Errorf("device %d: %+v\nwant %+v", i, d, want)
 				}
 			}
+			if !reflect.DeepEqual(m.Peers, tc.peers) {
+				t.Errorf("peers %v, want %v", m.Peers, tc.peers)
+			}
 			s := m.String()
 			if !strings.Contains(s, "CUDA driver 13.0 (") || !strings.Contains(s, "cuda0: Fake GPU 0, 80.0 GiB, compute capability 9.0, 132 SMs, PCI 0000:65:00.0") {
 				t.Errorf("String:\n%s", s)
+			}
+			if wantPeers := tc.devices == 2 && tc.peers[0] != nil; strings.Contains(s, "peer access: cuda0->cuda1, cuda1->cuda0") != wantPeers {
+				t.Errorf("String says peer access %v, want %v:\n%s", !wantPeers, wantPeers, s)
 			}
 			t.Logf("\n%s", s)
 		})
@@ -383,7 +393,7 @@ func TestProbeDriverLackingEntryPoints(t *testing.T) {
 		{"13000", lib + " is not a usable CUDA driver library: it lacks cuDevicePrimaryCtxRelease_v2 and 1 more entry points ("},
 	} {
 		t.Run(tc.version, func(t *testing.T) {
-			t.Setenv("FAKECUDA_VERSION", tc.version)
+			t.Setenv("CUDA_FAKE_VERSION", tc.version)
 			m, err := Probe(Config{DriverNames: []string{lib}, NoOptional: true})
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Fatalf("got  %v\nwant %s...", err, tc.want)
@@ -541,7 +551,7 @@ func TestGPUSuiteOnFakeLibraries(t *testing.T) {
 	}
 	lib := buildFakeDriver(t, "libfakegpu.so.1", nil)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestGPU", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "STARPU_CUDA_FAKE_CHILD=1", "FAKECUDA_DEVICES=2", "FAKECUDA_INIT=", "FAKECUDA_VERSION=",
+	cmd.Env = append(os.Environ(), "STARPU_CUDA_FAKE_CHILD=1", "CUDA_FAKE_DEVICES=2", "CUDA_FAKE_INIT=", "CUDA_FAKE_VERSION=",
 		EnvDriverLibrary+"="+lib, EnvBLASLibrary+"="+lib, EnvSolverLibrary+"="+lib, EnvNVRTCLibrary+"="+lib)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

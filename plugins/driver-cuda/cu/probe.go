@@ -18,6 +18,10 @@ type Machine struct {
 	// 0 when the driver did not load.
 	DriverVersion int
 	Devices       []DeviceInfo
+	// Peers lists, per device (indexed like Devices), the ordinals of the
+	// other devices whose memory contexts on it can access directly
+	// (cuDeviceCanAccessPeer).
+	Peers [][]int
 }
 
 // DriverVersionString is the driver version as "13.0" ("" if unknown).
@@ -33,6 +37,9 @@ func (m *Machine) DriverVersionString() string {
 //	CUDA driver 13.0 (/usr/lib/x86_64-linux-gnu/libcuda.so.1), 1 device
 //	  cuda0: NVIDIA H100 80GB HBM3, 79.2 GiB, compute capability 9.0, 132 SMs, PCI 0000:65:00.0
 //	  cuBLAS 13.0.0 (libcublas.so.13), cuSOLVER 12.0.3 (libcusolver.so.12), NVRTC 13.0 (libnvrtc.so.13)
+//
+// Devices that can access each other's memory add a line after theirs:
+// "peer access: cuda0->cuda1, cuda1->cuda0".
 func (m *Machine) String() string {
 	var b strings.Builder
 	d := m.Libraries.Driver
@@ -50,6 +57,15 @@ func (m *Machine) String() string {
 		if dev.PCIBusID != "" {
 			b.WriteString(", PCI " + dev.PCIBusID)
 		}
+	}
+	var peers []string
+	for i, ps := range m.Peers {
+		for _, j := range ps {
+			peers = append(peers, fmt.Sprintf("cuda%d->cuda%d", i, j))
+		}
+	}
+	if len(peers) > 0 {
+		b.WriteString("\n  peer access: " + strings.Join(peers, ", "))
 	}
 	var libs []string
 	for _, l := range []struct {
@@ -76,7 +92,8 @@ func (m *Machine) String() string {
 // Probe says what the machine has, without changing the package's state
 // (Load and Init are separate): the devices with their name, memory,
 // compute capability and SM count, the driver version and the optional
-// libraries, or one exact reason there is no usable device:
+// libraries, which devices can access which others' memory (peers), or
+// one exact reason there is no usable device:
 //
 //	libcuda.so.1 not found (libcuda.so.1: cannot open shared object file: No such file or directory)
 //	libm.so.6 (/lib/x86_64-linux-gnu/libm.so.6) is not a usable CUDA driver library: it lacks cuGetErrorName and 45 more entry points (...)
@@ -113,16 +130,28 @@ func Probe(cfg Config) (*Machine, error) {
 	if n == 0 {
 		return m, &reasonError{reason: "no CUDA device: cuDeviceGetCount found none", err: ErrorNoDevice}
 	}
+	devs := make([]Device, n)
 	for i := 0; i < n; i++ {
 		d, err := deviceGet(t, i)
 		if err != nil {
 			return m, fmt.Errorf("device %d: %w", i, err)
 		}
+		devs[i] = d
 		info, err := deviceInfo(t, d, i)
 		if err != nil {
 			return m, fmt.Errorf("device %d: %w", i, err)
 		}
 		m.Devices = append(m.Devices, info)
+	}
+	m.Peers = make([][]int, n)
+	for i := range devs {
+		for j := range devs {
+			var can C.int
+			// A failed query is no peer: copies then go through RAM.
+			if i != j && C.sc_cuDeviceCanAccessPeer(t, &can, C.sc_device(devs[i]), C.sc_device(devs[j])) == 0 && can != 0 {
+				m.Peers[i] = append(m.Peers[i], j)
+			}
+		}
 	}
 	return m, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -85,8 +86,35 @@ func (w *worker) forget(k key, ev cu.Event) {
 			a.read[s] = cu.Event{}
 		}
 	}
-	if k.node == 0 && len(a.events()) == 0 {
+	if k.node != w.node && len(a.events()) == 0 {
+		// RAM and a peer's buffers come and go without this worker's
+		// knowledge: their records live only while commands use them.
 		delete(w.acc, k)
+	}
+}
+
+// bufTable is a worker's buffers as its peers see them: the workers that
+// copy into its GPU's memory look the destination up here (under mu, the
+// owner changing it at each Alloc and Free).
+type bufTable struct {
+	mu sync.Mutex
+	m  map[uint64]devBuf
+}
+
+func (t *bufTable) get(buf uint64) (devBuf, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b, ok := t.m[buf]
+	return b, ok
+}
+
+func (t *bufTable) set(buf uint64, b *devBuf) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b == nil {
+		delete(t.m, buf)
+	} else {
+		t.m[buf] = devBuf{ptr: b.ptr, size: b.size}
 	}
 }
 
@@ -118,6 +146,9 @@ func (w *worker) alloc(a *wire.Alloc) error {
 	}
 	w.bufs[a.Buffer] = b
 	w.used += a.Size
+	if w.exported != nil {
+		w.exported.set(a.Buffer, b)
+	}
 	return nil
 }
 
@@ -138,6 +169,9 @@ func (w *worker) freeBuf(f *wire.Free) error {
 	}
 	delete(w.bufs, f.Buffer)
 	delete(w.acc, k)
+	if w.exported != nil {
+		w.exported.set(f.Buffer, nil)
+	}
 	w.used -= b.size
 	if b.ptr != 0 {
 		errs = append(errs, cu.MemFree(b.ptr))
@@ -145,11 +179,33 @@ func (w *worker) freeBuf(f *wire.Free) error {
 	return errors.Join(errs...)
 }
 
+// setParts records where the parts of the plugin datum a device buffer
+// now holds lie: a kernel gets a pointer to each. A part outside the
+// buffer leaves it with an error that fails the Execs using it.
+func (w *worker) setParts(p *wire.Parts) error {
+	b := w.bufs[p.Buffer]
+	if p.Node != w.node || b == nil {
+		return fmt.Errorf("parts of buffer %d on node %d: no such buffer on this worker's GPU (node %d)", p.Buffer, p.Node, w.node)
+	}
+	b.hasParts, b.partsErr = true, nil
+	b.parts = append(b.parts[:0], p.Parts...)
+	for i, r := range p.Parts {
+		if r.Offset > b.size || r.Size > b.size-r.Offset {
+			b.partsErr = fmt.Errorf("part %d, bytes [%d, +%d), lies outside device buffer %d of %d bytes", i, r.Offset, r.Size, p.Buffer, b.size)
+			break
+		}
+	}
+	return nil
+}
+
 // side is one end of a copy.
 type side struct {
 	node uint32
 	buf  uint64
 	dev  *devBuf // nil for RAM
+	// peer is the worker of another GPU the side lies on (a peer copy's
+	// destination), nil on RAM and this worker's GPU.
+	peer *worker
 }
 
 func (w *worker) side(node uint32, buf uint64) (side, error) {
@@ -162,6 +218,16 @@ func (w *worker) side(node uint32, buf uint64) (side, error) {
 			return side{}, fmt.Errorf("device buffer %d is not allocated", buf)
 		}
 		return side{node: node, buf: buf, dev: b}, nil
+	}
+	if p := w.peers[node]; p != nil {
+		b, ok := p.exported.get(buf)
+		if !ok {
+			return side{}, fmt.Errorf("device buffer %d is not allocated on node %d (%s)", buf, node, p.dev.name)
+		}
+		return side{node: node, buf: buf, dev: &b, peer: p}, nil
+	}
+	if len(w.peers) > 0 {
+		return side{}, fmt.Errorf("node %d is neither RAM (0), this worker's GPU (%d) nor one it has peer access to", node, w.node)
 	}
 	return side{}, fmt.Errorf("node %d is neither RAM (0) nor this worker's GPU (%d)", node, w.node)
 }
@@ -200,6 +266,11 @@ func (w *worker) enqueueCopy(c *wire.Copy, now int64) error {
 	src, err := w.side(c.SrcNode, c.SrcBuffer)
 	if err != nil {
 		return fmt.Errorf("%s: source: %w", what, err)
+	}
+	if c.SrcNode != w.node && w.peers[c.SrcNode] != nil {
+		// The source's worker orders the read with its own later
+		// commands on the buffer (a Free waits for it); this one cannot.
+		return fmt.Errorf("%s: a copy between two GPUs goes to the source's worker (node %d), not this one (node %d)", what, c.SrcNode, w.node)
 	}
 	dst, err := w.side(c.DstNode, c.DstBuffer)
 	if err != nil {
@@ -240,8 +311,12 @@ func (w *worker) enqueueCopy(c *wire.Copy, now int64) error {
 		case d2hS:
 			host, _ := w.bytes(dst, r.DstOffset, r.Len)
 			err = cu.MemcpyDtoHAsyncBytes(host, src.dev.ptr.Offset(r.SrcOffset), st)
-		default:
-			err = cu.MemcpyDtoDAsync(dst.dev.ptr.Offset(r.DstOffset), src.dev.ptr.Offset(r.SrcOffset), r.Len, st)
+		case d2dS:
+			if dst.peer != nil {
+				err = cu.MemcpyPeerAsync(dst.dev.ptr.Offset(r.DstOffset), dst.peer.dev.ctx, src.dev.ptr.Offset(r.SrcOffset), w.dev.ctx, r.Len, st)
+			} else {
+				err = cu.MemcpyDtoDAsync(dst.dev.ptr.Offset(r.DstOffset), src.dev.ptr.Offset(r.SrcOffset), r.Len, st)
+			}
 		}
 		if err != nil {
 			// Ranges before it are queued: let them finish so that no
@@ -253,8 +328,14 @@ func (w *worker) enqueueCopy(c *wire.Copy, now int64) error {
 	return w.launch(flight{id: c.ID, stream: s, what: what, enqNs: now, info: -1}, w.uses)
 }
 
-// shapeArgs are the 32-bit unsigned parameters that follow a buffer's
-// device pointer in the calling convention (OpenCL's).
+// wideShape: a plugin interface's shape parameters are 64-bit, since its
+// fields may use all 64 bits (BCSR's LDZ holds its block size in the high
+// ones, a region may pass 4 GiB), as in the OpenCL driver.
+func wideShape(l kernel.Layout) bool { return l.Interface >= kernel.FirstPluginInterface }
+
+// shapeArgs are the unsigned parameters that follow a buffer's device
+// pointer in the calling convention (OpenCL's): 32-bit, 64-bit for plugin
+// interfaces (wideShape).
 func shapeArgs(l kernel.Layout) ([]uint64, error) {
 	switch {
 	case l.Interface == kernel.Void || l.Interface == kernel.Variable:
@@ -357,6 +438,14 @@ func (w *worker) enqueueExec(e *wire.Exec, now int64) error {
 		if need := b.Layout.Len(); need > db.size {
 			return fail("buffer %d: its layout spans %d bytes, device buffer %d has %d", i, need, b.Offset, db.size)
 		}
+		if wideShape(b.Layout) {
+			switch {
+			case db.partsErr != nil:
+				return fail("buffer %d: %v", i, db.partsErr)
+			case !db.hasParts:
+				return fail("buffer %d holds a plugin interface's datum, but the core never said where its parts lie in device buffer %d (no Parts message)", i, b.Offset)
+			}
+		}
 		w.ptrs = append(w.ptrs, db.ptr)
 		w.uses = append(w.uses, use{key{w.node, b.Offset}, b.Mode&kernel.W != 0})
 	}
@@ -402,15 +491,22 @@ func (w *worker) enqueueExec(e *wire.Exec, now int64) error {
 }
 
 // setParams builds the kernel parameters of the calling convention in
-// w.params: per buffer its device pointer then its shape as 32-bit
-// unsigned integers, then the task's argument bytes as one parameter
-// passed by value, when there are any.
+// w.params: per buffer its device pointer (a pointer to each part of a
+// plugin interface's datum, 0 for an empty one) then its shape as 32-bit
+// unsigned integers (64-bit for a plugin interface: wideShape), then the
+// task's argument bytes as one parameter passed by value, when there are
+// any.
 func (w *worker) setParams(e *wire.Exec) error {
-	ndims := 0
+	ndims, nwide, nptrs := 0, 0, 0
 	for i, b := range e.Buffers {
 		shape, err := shapeArgs(b.Layout)
 		if err != nil {
 			return fmt.Errorf("buffer %d: %w", i, err)
+		}
+		if wideShape(b.Layout) {
+			nwide += len(shape)
+			nptrs += len(w.bufs[b.Offset].parts)
+			continue
 		}
 		for _, v := range shape {
 			if v > math.MaxUint32 {
@@ -418,16 +514,36 @@ func (w *worker) setParams(e *wire.Exec) error {
 			}
 		}
 		ndims += len(shape)
+		nptrs++
 	}
 	// The parameters point into these; sized first so that they do not
 	// move while pointers are taken.
-	w.ptrVals = append(w.ptrVals[:0], w.ptrs...)
+	w.ptrVals = slices.Grow(w.ptrVals[:0], nptrs)[:nptrs]
 	w.dimVals = slices.Grow(w.dimVals[:0], ndims)[:ndims]
+	w.wideVals = slices.Grow(w.wideVals[:0], nwide)[:nwide]
 	w.params = w.params[:0]
-	d := 0
+	d, wd, p := 0, 0, 0
 	for i, b := range e.Buffers {
-		w.params = append(w.params, unsafe.Pointer(&w.ptrVals[i]))
 		shape, _ := shapeArgs(b.Layout)
+		if wideShape(b.Layout) {
+			for _, part := range w.bufs[b.Offset].parts {
+				w.ptrVals[p] = 0
+				if part.Size > 0 {
+					w.ptrVals[p] = w.ptrs[i].Offset(part.Offset)
+				}
+				w.params = append(w.params, unsafe.Pointer(&w.ptrVals[p]))
+				p++
+			}
+			for _, v := range shape {
+				w.wideVals[wd] = v
+				w.params = append(w.params, unsafe.Pointer(&w.wideVals[wd]))
+				wd++
+			}
+			continue
+		}
+		w.ptrVals[p] = w.ptrs[i]
+		w.params = append(w.params, unsafe.Pointer(&w.ptrVals[p]))
+		p++
 		for _, v := range shape {
 			w.dimVals[d] = uint32(v)
 			w.params = append(w.params, unsafe.Pointer(&w.dimVals[d]))

@@ -16,6 +16,11 @@
 // bell: short kernels are answered at polling latency, long ones cost no
 // core.
 //
+// GPUs with peer access name each other as peers in the fingerprint; a
+// copy from one to another goes to the source's worker and is one
+// cuMemcpyPeerAsync per range (STARPU_ENABLE_CUDA_GPU_GPU_DIRECT=0 turns
+// that off, and the core copies through RAM).
+//
 // Tasks whose implementation is flagged asynchronous (wire.ExecAsync)
 // keep up to STARPU_CUDA_PIPELINE (default 2) in flight; others run one at
 // a time; STARPU_CUDA_PIPELINE=0 makes every task synchronous. Deinit

@@ -41,6 +41,9 @@ const (
 	// so copies are DMA); 0 leaves it pageable. Not a StarPU variable:
 	// StarPU pins its own buffers one by one.
 	EnvPin = "STARPU_CUDA_PIN"
+	// EnvGPUDirect = 0 sends every copy between two GPUs through RAM; 1
+	// (the default) copies straight between GPUs that have peer access.
+	EnvGPUDirect = "STARPU_ENABLE_CUDA_GPU_GPU_DIRECT"
 )
 
 // defaultPipeline is StarPU's default for EnvPipeline.
@@ -73,6 +76,10 @@ type Driver struct {
 
 	workers []*worker
 	wg      sync.WaitGroup
+	// drained counts the started workers that may still queue commands: a
+	// worker frees its buffers only once every worker has drained, since a
+	// peer's copy may still be writing them.
+	drained sync.WaitGroup
 	stop    atomic.Bool
 	// pinned is the arena heap registered with the driver at Init, nil
 	// when it is not.
@@ -102,6 +109,8 @@ type settings struct {
 	ndevFrom string
 	pipeline int64
 	pin      bool
+	// noDirect turns peer copies off (EnvGPUDirect=0).
+	noDirect bool
 }
 
 // defaultSettings are the driver's defaults. Pinning is off by default: it
@@ -137,6 +146,7 @@ func (d *Driver) ConfigSchema(context.Context) (*base.Schema, error) {
 		{Name: "ndevices", Type: base.AttrInt, Doc: "how many GPUs to use, 0 for none (default: all); env " + EnvNDevices},
 		{Name: "pipeline", Type: base.AttrInt, Default: strconv.Itoa(defaultPipeline), Doc: "kernels of implementations flagged asynchronous (ImplAsync) each worker keeps in flight, 0 to run every kernel synchronously; env " + EnvPipeline},
 		{Name: "pin", Type: base.AttrBool, Default: "false", Doc: "page-lock the shared arena's heap so that copies are DMA (see docs/design/cuda.md before turning it on); env " + EnvPin},
+		{Name: "gpu_direct", Type: base.AttrBool, Default: "true", Doc: "copy data straight between GPUs that have peer access, false to go through RAM; env " + EnvGPUDirect},
 	}}, nil
 }
 
@@ -178,6 +188,9 @@ func applyConfig(s settings, cfg base.Config) (settings, error) {
 	}
 	if v, ok := cfg["pin"].(bool); ok {
 		s.pin = v
+	}
+	if v, ok := cfg["gpu_direct"].(bool); ok {
+		s.noDirect = !v
 	}
 	return s, nil
 }
@@ -221,6 +234,13 @@ func withEnv(s settings, lookup func(string) (string, bool)) (settings, error) {
 		}
 		s.pin = b
 	}
+	if v, ok := lookup(EnvGPUDirect); ok && v != "" {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return s, fmt.Errorf("driver-cuda: %s=%q: want 0 or 1", EnvGPUDirect, v)
+		}
+		s.noDirect = !b
+	}
 	return s, nil
 }
 
@@ -255,6 +275,10 @@ type unit struct {
 	// limit is the memory node's size: the device's memory or the user's
 	// limit when smaller.
 	limit uint64
+	// peers are the units whose memory this one's context can access
+	// (cuDeviceCanAccessPeer), unless EnvGPUDirect turned that off: a
+	// copy goes from this unit's memory to theirs in one command.
+	peers []int
 }
 
 // discovery is what the driver found, under its settings.
@@ -295,6 +319,13 @@ func (d *Driver) discover() (*discovery, error) {
 			break
 		}
 		disc.units = append(disc.units, unit{info: info, limit: capBytes(info.TotalMem, s.limitMiB)})
+	}
+	for i := range disc.units {
+		for _, j := range m.Peers[i] {
+			if j < len(disc.units) && !s.noDirect {
+				disc.units[i].peers = append(disc.units[i].peers, j)
+			}
+		}
 	}
 	if s.limitErr != nil {
 		return nil, fmt.Errorf("driver-cuda: %w", s.limitErr)
@@ -338,8 +369,9 @@ func unitName(i int, u unit, driverVersion string) string {
 }
 
 // Fingerprint implements driver.Driver: one unit per GPU, on its own
-// memory node (unit i on node i+1); the library kernels cuBLAS and
-// cuSOLVER provide; or no unit and the reason.
+// memory node (unit i on node i+1), with the nodes of the GPUs it can
+// copy to directly as its peers; the library kernels cuBLAS and cuSOLVER
+// provide; or no unit and the reason.
 func (d *Driver) Fingerprint(context.Context) (*driver.Fingerprint, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -350,7 +382,11 @@ func (d *Driver) Fingerprint(context.Context) (*driver.Fingerprint, error) {
 	fp := &driver.Fingerprint{Arch: driver.CUDA, Note: disc.note}
 	for i, u := range disc.units {
 		fp.Units = append(fp.Units, driver.Unit{Name: unitName(i, u, disc.driverVersion), Node: i + 1})
-		fp.Nodes = append(fp.Nodes, driver.MemoryNode{Name: fmt.Sprintf("CUDA %d memory (%s)", i, u.info.Name), Bytes: u.limit})
+		n := driver.MemoryNode{Name: fmt.Sprintf("CUDA %d memory (%s)", i, u.info.Name), Bytes: u.limit}
+		for _, p := range u.peers {
+			n.Peers = append(n.Peers, p+1)
+		}
+		fp.Nodes = append(fp.Nodes, n)
 	}
 	for _, b := range d.builtins {
 		fp.Kernels = append(fp.Kernels, b.fullName())
@@ -418,6 +454,7 @@ func (d *Driver) Init(_ context.Context, req *driver.InitRequest) error {
 	}
 	used := map[int]int{}
 	d.stop.Store(false)
+	var all []*worker
 	for _, spec := range req.Workers {
 		if spec.Unit < 0 || spec.Unit >= len(disc.units) {
 			return fail(fmt.Errorf("driver-cuda: worker %d: unit %d out of range (%d units)", spec.ID, spec.Unit, len(disc.units)))
@@ -434,12 +471,16 @@ func (d *Driver) Init(_ context.Context, req *driver.InitRequest) error {
 		if err != nil {
 			return fail(fmt.Errorf("driver-cuda: worker %d: %w", spec.ID, err))
 		}
-		w := newWorker(d, dev, rings, int(cfg.pipeline), req.SpinIters)
+		all = append(all, newWorker(d, dev, rings, int(cfg.pipeline), req.SpinIters))
+	}
+	linkPeers(all)
+	for _, w := range all {
 		started := make(chan error, 1)
 		d.wg.Add(1)
+		d.drained.Add(1)
 		go d.run(w, started)
 		if err := <-started; err != nil {
-			return fail(fmt.Errorf("driver-cuda: worker %d: %w", spec.ID, err))
+			return fail(fmt.Errorf("driver-cuda: worker %d: %w", w.rings.Spec.ID, err))
 		}
 		ws = append(ws, w)
 	}
@@ -448,6 +489,28 @@ func (d *Driver) Init(_ context.Context, req *driver.InitRequest) error {
 	}
 	d.workers = ws
 	return nil
+}
+
+// linkPeers gives each worker the workers of the GPUs its own can copy
+// to directly, and those a table of their buffers that the others read.
+// Before the workers start: they read it without a lock.
+func linkPeers(ws []*worker) {
+	for _, w := range ws {
+		for _, p := range w.dev.unit.peers {
+			for _, q := range ws {
+				if q.dev.index != p {
+					continue
+				}
+				if q.exported == nil {
+					q.exported = &bufTable{m: map[uint64]devBuf{}}
+				}
+				if w.peers == nil {
+					w.peers = map[uint32]*worker{}
+				}
+				w.peers[q.node] = q
+			}
+		}
+	}
 }
 
 // pin registers the arena's heap with the driver (page-locked, portable

@@ -68,14 +68,14 @@ func TestFingerprint(t *testing.T) {
 		bytes uint64
 		note  string
 	}{
-		{name: "all", env: []string{"FAKECUDA_DEVICES=2"}, units: 2, bytes: 80 << 30},
-		{name: "NCUDA=1", env: []string{"FAKECUDA_DEVICES=2", EnvNDevices + "=1"}, units: 1, bytes: 80 << 30},
-		{name: "NCUDA=-1", env: []string{"FAKECUDA_DEVICES=3", EnvNDevices + "=-1"}, units: 3, bytes: 80 << 30},
+		{name: "all", env: []string{"CUDA_FAKE_DEVICES=2"}, units: 2, bytes: 80 << 30},
+		{name: "NCUDA=1", env: []string{"CUDA_FAKE_DEVICES=2", EnvNDevices + "=1"}, units: 1, bytes: 80 << 30},
+		{name: "NCUDA=-1", env: []string{"CUDA_FAKE_DEVICES=3", EnvNDevices + "=-1"}, units: 3, bytes: 80 << 30},
 		{name: "limit", env: []string{EnvLimitMem + "=64"}, units: 1, bytes: 64 << 20},
 		{name: "config limit", cfg: base.Config{"limit_mem_mib": int64(3)}, units: 1, bytes: 3 << 20},
 		{name: "config ndevices 0", cfg: base.Config{"ndevices": int64(0)}, note: "CUDA disabled by the config's ndevices = 0"},
-		{name: "no device", env: []string{"FAKECUDA_INIT=100"}, note: "cuInit failed: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected"},
-		{name: "old driver", env: []string{"FAKECUDA_VERSION=11040"}, note: "driver version 11.4 is older than the 12.0 this driver needs"},
+		{name: "no device", env: []string{"CUDA_FAKE_INIT=100"}, note: "cuInit failed: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected"},
+		{name: "old driver", env: []string{"CUDA_FAKE_VERSION=11040"}, note: "driver version 11.4 is older than the 12.0 this driver needs"},
 	} {
 		for _, md := range modes {
 			t.Run(tc.name+"/"+md.name, func(t *testing.T) {

@@ -68,7 +68,7 @@ func setBackend() {
 	for _, v := range []string{cu.EnvDriverLibrary, cu.EnvBLASLibrary, cu.EnvSolverLibrary, cu.EnvNVRTCLibrary} {
 		os.Setenv(v, lib)
 	}
-	for _, v := range []string{"FAKECUDA_DEVICES", "FAKECUDA_INIT", "FAKECUDA_VERSION"} {
+	for _, v := range []string{"CUDA_FAKE_DEVICES", "CUDA_FAKE_INIT", "CUDA_FAKE_VERSION", "CUDA_FAKE_PEER", "CUDA_FAKE_LOG"} {
 		os.Unsetenv(v)
 	}
 	backend = "fake"

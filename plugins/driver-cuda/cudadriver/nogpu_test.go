@@ -78,6 +78,13 @@ func TestSettings(t *testing.T) {
 		{name: "NCUDA below -1", env: map[string]string{EnvNDevices: "-2"}, err: `STARPU_NCUDA="-2"`},
 		{name: "bad pipeline", env: map[string]string{EnvPipeline: "65"}, err: `driver-cuda: STARPU_CUDA_PIPELINE="65": want a number of kernels from 0 to 64`},
 		{name: "bad pin", env: map[string]string{EnvPin: "maybe"}, err: `driver-cuda: STARPU_CUDA_PIN="maybe": want 0 or 1`},
+		{name: "config gpu_direct", cfg: base.Config{"gpu_direct": false},
+			want: settings{limitMiB: -1, ndevices: -1, ndevFrom: "ndevices", pipeline: 2, noDirect: true}},
+		{name: "env gpu direct wins", cfg: base.Config{"gpu_direct": false}, env: map[string]string{EnvGPUDirect: "1"},
+			want: settings{limitMiB: -1, ndevices: -1, ndevFrom: "ndevices", pipeline: 2}},
+		{name: "env gpu direct off", env: map[string]string{EnvGPUDirect: " 0"},
+			want: settings{limitMiB: -1, ndevices: -1, ndevFrom: "ndevices", pipeline: 2, noDirect: true}},
+		{name: "bad gpu direct", env: map[string]string{EnvGPUDirect: "yes please"}, err: `driver-cuda: STARPU_ENABLE_CUDA_GPU_GPU_DIRECT="yes please": want 0 or 1`},
 		{name: "config pipeline", cfg: base.Config{"pipeline": int64(-1)}, err: "driver-cuda config: pipeline = -1: want 0 to 64"},
 		{name: "config limit", cfg: base.Config{"limit_mem_mib": int64(-1)}, err: "driver-cuda config: limit_mem_mib = -1: must be at least 0"},
 		{name: "config ndevices", cfg: base.Config{"ndevices": int64(-2)}, err: "driver-cuda config: ndevices = -2: must be -1 (all) or more"},
@@ -286,5 +293,48 @@ func TestPipelineZero(t *testing.T) {
 	w := newWorker(&Driver{}, &device{}, nil, 0, 0)
 	if !w.pipe.Sync(wire.ExecAsync) || !w.noSpin {
 		t.Errorf("pipeline 0: %+v", w)
+	}
+}
+
+// TestPluginParams: a plugin interface's datum reaches a kernel as a
+// pointer to each part (0 for an empty one) and its five layout fields as
+// 64-bit values; parts outside the buffer are refused.
+func TestPluginParams(t *testing.T) {
+	w := &worker{node: 1, bufs: map[uint64]*devBuf{7: {ptr: 0x10000, size: 1030}, 8: {ptr: 0x20000, size: 40}}}
+	if err := w.setParts(&wire.Parts{Node: 1, Buffer: 7, Parts: []wire.Part{{Offset: 0, Size: 12}, {Offset: 512, Size: 0}, {Offset: 1024, Size: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	l := kernel.Layout{Interface: kernel.FirstPluginInterface + 2, ElemSize: 4, NX: 3, NY: 1, NZ: 7, LD: 1030, LDZ: 0x31534342 | 2<<32 | 3<<48}
+	e := &wire.Exec{Buffers: []wire.BufferDesc{
+		{Node: 1, Offset: 7, Mode: kernel.R, Layout: l},
+		{Node: 1, Offset: 8, Mode: kernel.W, Layout: kernel.Layout{Interface: kernel.Vector, ElemSize: 4, NX: 10}},
+	}}
+	w.ptrs = []cu.DevicePtr{0x10000, 0x20000}
+	if err := w.setParams(e); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.params) != 3+5+1+1 {
+		t.Fatalf("%d parameters, want 10", len(w.params))
+	}
+	ptr := func(i int) cu.DevicePtr { return *(*cu.DevicePtr)(w.params[i]) }
+	if ptr(0) != 0x10000 || ptr(1) != 0 || ptr(2) != 0x10000+1024 || ptr(8) != 0x20000 {
+		t.Errorf("pointers %#x %#x %#x, vector %#x", ptr(0), ptr(1), ptr(2), ptr(8))
+	}
+	for i, want := range []uint64{l.NX, l.NY, l.NZ, l.LD, l.LDZ} {
+		if got := *(*uint64)(w.params[3+i]); got != want {
+			t.Errorf("shape parameter %d = %#x, want %#x", i, got, want)
+		}
+	}
+	if got := *(*uint32)(w.params[9]); got != 10 {
+		t.Errorf("vector nx = %d", got)
+	}
+	if err := w.setParts(&wire.Parts{Node: 1, Buffer: 7, Parts: []wire.Part{{Offset: 1024, Size: 7}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.bufs[7].partsErr; err == nil || !strings.Contains(err.Error(), "part 0, bytes [1024, +7), lies outside device buffer 7 of 1030 bytes") {
+		t.Errorf("part outside the buffer: %v", err)
+	}
+	if err := w.setParts(&wire.Parts{Node: 1, Buffer: 9}); err == nil {
+		t.Error("parts of a buffer that does not exist were taken")
 	}
 }

@@ -85,10 +85,15 @@ func (a *access) events() []cu.Event {
 }
 
 // devBuf is a buffer the core allocated on the worker's GPU; ptr is 0 for
-// a zero-byte buffer.
+// a zero-byte buffer. When it holds a plugin interface's datum, parts
+// says where its parts lie (wire.Parts), or partsErr why they cannot be
+// used.
 type devBuf struct {
-	ptr  cu.DevicePtr
-	size uint64
+	ptr      cu.DevicePtr
+	size     uint64
+	hasParts bool
+	parts    []wire.Part
+	partsErr error
 }
 
 // flight is a command queued on a stream and not yet retired: the event
@@ -152,6 +157,13 @@ type worker struct {
 	infoPinned bool
 	freeInfo   []int
 
+	// peers are the workers of the GPUs this one copies to directly, by
+	// node; exported, when another worker copies to this one, is the
+	// table of its buffers they read. Both are set before the worker
+	// starts.
+	peers    map[uint32]*worker
+	exported *bufTable
+
 	waiters [nstreams]*waiter
 	waitWG  sync.WaitGroup
 	// woken is set by a waiter whose event completed.
@@ -179,8 +191,10 @@ type worker struct {
 	params   []unsafe.Pointer
 	ptrVals  []cu.DevicePtr
 	dimVals  []uint32
+	wideVals []uint64
 	exec     wire.Exec
 	cpy      wire.Copy
+	partsMsg wire.Parts
 }
 
 func newWorker(d *Driver, dev *device, r *driver.Rings, pipeline, spinIters int) *worker {
@@ -197,6 +211,7 @@ func (d *Driver) run(w *worker, started chan<- error) {
 	defer runtime.UnlockOSThread()
 	if err := w.init(); err != nil {
 		w.close()
+		d.drained.Done()
 		started <- err
 		return
 	}
@@ -217,11 +232,15 @@ func (d *Driver) run(w *worker, started chan<- error) {
 		if err := w.runOnce(); err != nil {
 			d.log.Error("worker stopped", "worker", w.rings.Spec.ID, "device", w.dev.name, "error", err)
 			w.drain(false)
+			d.drained.Done()
+			d.drained.Wait()
 			w.close()
 			return
 		}
 	}
 	w.drain(true)
+	d.drained.Done()
+	d.drained.Wait()
 	w.close()
 }
 
@@ -231,6 +250,12 @@ func (d *Driver) run(w *worker, started chan<- error) {
 func (w *worker) init() error {
 	if err := w.dev.ctx.SetCurrent(); err != nil {
 		return err
+	}
+	for _, p := range w.peers {
+		if err := cu.EnablePeerAccess(p.dev.ctx); err != nil {
+			// Peer copies still work, staged through the host by CUDA.
+			w.d.log.Warn("peer access not enabled", "worker", w.rings.Spec.ID, "device", w.dev.name, "peer", p.dev.name, "error", err)
+		}
 	}
 	for s := range w.streams {
 		st, err := cu.StreamCreate(cu.StreamNonBlocking)
@@ -409,6 +434,15 @@ func (w *worker) handle(msg []byte) error {
 		}
 		if err := w.enqueueCopy(&w.cpy, now); err != nil {
 			return w.post(wire.Completion{ID: w.cpy.ID, StartNs: now, EndNs: wire.Now()}, err)
+		}
+		return nil
+	case wire.TypeParts:
+		if err := w.partsMsg.Decode(msg); err != nil {
+			return err
+		}
+		if err := w.setParts(&w.partsMsg); err != nil {
+			// No task can use the buffer, which a failed Alloc left out.
+			w.d.log.Warn("parts", "worker", w.rings.Spec.ID, "error", err)
 		}
 		return nil
 	case wire.TypeExec:

@@ -151,7 +151,10 @@ type DeviceInfo struct {
 	MaxAllocSize uint64
 	// MaxWorkGroupSize is the most work items a work-group may have.
 	MaxWorkGroupSize uint64
-	Extensions       string
+	// BaseAlign is the alignment in bytes of a sub-buffer's origin in its
+	// buffer (CL_DEVICE_MEM_BASE_ADDR_ALIGN, which OpenCL gives in bits).
+	BaseAlign  uint64
+	Extensions string
 }
 
 // HasExtension reports whether the device supports the named extension
@@ -198,6 +201,7 @@ func (d Device) Info() (DeviceInfo, error) {
 	i.GlobalMemSize = u64("CL_DEVICE_GLOBAL_MEM_SIZE", C.CL_DEVICE_GLOBAL_MEM_SIZE, C.sizeof_cl_ulong)
 	i.MaxAllocSize = u64("CL_DEVICE_MAX_MEM_ALLOC_SIZE", C.CL_DEVICE_MAX_MEM_ALLOC_SIZE, C.sizeof_cl_ulong)
 	i.MaxWorkGroupSize = u64("CL_DEVICE_MAX_WORK_GROUP_SIZE", C.CL_DEVICE_MAX_WORK_GROUP_SIZE, C.sizeof_size_t)
+	i.BaseAlign = u64("CL_DEVICE_MEM_BASE_ADDR_ALIGN", C.CL_DEVICE_MEM_BASE_ADDR_ALIGN, C.sizeof_cl_uint) / 8
 	return i, err
 }
 
@@ -269,6 +273,20 @@ func (c Context) CreateBuffer(size uint64) (Mem, error) {
 		return Mem{}, err
 	}
 	return Mem{m}, nil
+}
+
+// SubBuffer makes a buffer of the bytes [origin, origin+size) of m
+// (clCreateSubBuffer), for a kernel argument that starts inside m. origin
+// must be a multiple of the device's DeviceInfo.BaseAlign and size more
+// than 0; release it before m.
+func (m Mem) SubBuffer(origin, size uint64) (Mem, error) {
+	r := C.cl_buffer_region{origin: C.size_t(origin), size: C.size_t(size)}
+	var code C.cl_int
+	sub := C.clCreateSubBuffer(m.m, C.CL_MEM_READ_WRITE, C.CL_BUFFER_CREATE_TYPE_REGION, unsafe.Pointer(&r), &code)
+	if err := check("clCreateSubBuffer", code); err != nil {
+		return Mem{}, err
+	}
+	return Mem{sub}, nil
 }
 
 // IsNil reports whether m is the zero Mem (no buffer).
@@ -533,6 +551,12 @@ func (k Kernel) SetArgMem(i int, m Mem) error {
 func (k Kernel) SetArgUint32(i int, v uint32) error {
 	c := C.cl_uint(v)
 	return check("clSetKernelArg", C.clSetKernelArg(k.k, C.cl_uint(i), C.sizeof_cl_uint, unsafe.Pointer(&c)))
+}
+
+// SetArgUint64 sets argument i, a ulong, to v.
+func (k Kernel) SetArgUint64(i int, v uint64) error {
+	c := C.cl_ulong(v)
+	return check("clSetKernelArg", C.clSetKernelArg(k.k, C.cl_uint(i), C.sizeof_cl_ulong, unsafe.Pointer(&c)))
 }
 
 // SetArgInt32 sets argument i, an int, to v.

@@ -154,6 +154,83 @@ func TestScal(t *testing.T) {
 	}
 }
 
+// TestSubBuffer: a kernel given a sub-buffer sees the bytes from its
+// origin on, in the parent buffer's memory; an origin off the device's
+// base alignment is refused by name.
+func TestSubBuffer(t *testing.T) {
+	d := openDevice(t)
+	align := d.info.BaseAlign
+	if align == 0 || align&(align-1) != 0 {
+		t.Fatalf("base alignment %d bytes, want a power of two", align)
+	}
+	const n = 64 // floats in the sub-buffer
+	host := hostBytes(t, int(align)+4*n)
+	x := floats(host)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	m, err := d.ctx.CreateBuffer(uint64(len(host)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	sub, err := m.SubBuffer(align, 4*n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Release()
+	prog, err := d.ctx.BuildProgram(scalSrc, []Device{d.dev}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Release()
+	k, err := prog.CreateKernel("scal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release()
+	w, err := d.q.EnqueueWrite(m, false, 0, host, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, set := range []error{k.SetArgMem(0, sub), k.SetArgUint32(1, n), k.SetArgFloat32(2, -1)} {
+		if set != nil {
+			t.Fatalf("arg %d: %v", i, set)
+		}
+	}
+	kev, err := d.q.EnqueueNDRange(k, []uint64{n}, nil, []Event{w}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.q.EnqueueRead(m, false, 0, host, []Event{kev}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []Event{w, kev, r} {
+		e.Release()
+	}
+	before := int(align / 4)
+	for i, v := range x {
+		want := float32(i)
+		if i >= before {
+			want = -want
+		}
+		if v != want {
+			t.Fatalf("x[%d] = %v, want %v (the sub-buffer starts at float %d)", i, v, want, before)
+		}
+	}
+	if align > 1 {
+		_, err := m.SubBuffer(align/2, 4)
+		if !errors.Is(err, &Error{Code: -13}) || !strings.Contains(err.Error(), "clCreateSubBuffer: CL_MISALIGNED_SUB_BUFFER_OFFSET") {
+			t.Errorf("sub-buffer at %d bytes: %v, want CL_MISALIGNED_SUB_BUFFER_OFFSET", align/2, err)
+		}
+	}
+	t.Logf("base address alignment: %d bytes", align)
+}
+
 func TestErrors(t *testing.T) {
 	d := openDevice(t)
 	t.Run("build log", func(t *testing.T) {

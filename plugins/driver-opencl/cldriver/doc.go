@@ -1,6 +1,7 @@
 // Package cldriver is the OpenCL driver: one unit and one memory node per
 // OpenCL device, and one worker per unit the core asks for, which runs the
-// core's Alloc, Free, Copy and Exec messages as commands on the device.
+// core's Alloc, Free, Copy, Parts and Exec messages as commands on the
+// device.
 //
 // # Devices
 //
@@ -37,7 +38,11 @@
 //	block:     nx, ny, nz, ld, ldz
 //	variable:  nothing
 //	void:      nothing
-//	plugin interfaces (id >= 64): nx, ny, nz, ld, ldz
+//
+// A plugin interface's datum (id >= 64) is instead each of its parts as a
+// buffer (a sub-buffer of the region, NULL for an empty part; the core
+// says where the parts lie with a Parts message), then nx, ny, nz, ld and
+// ldz as ulong.
 //
 // Then, if the task's argument is not empty, its bytes by value as the last
 // argument (a struct of the same layout in the kernel). The NDRange is the
@@ -45,10 +50,12 @@
 // 1-D nx for a vector, 2-D (nx, ny) for a matrix, 3-D for a block, 1
 // otherwise; the implementation picks the work-group size.
 //
-// The built-in kernels (blasarg's names: scal, axpy, gemm, syrk, trsm, as
-// _f32 and, when every device has cl_khr_fp64, _f64) take their buffers the
-// same way, but the driver decodes the blasarg argument on the host and
-// passes its fields as scalars (flags as int, Alpha and Beta in the
-// kernel's precision); gemm runs in 16x16 work-groups over C rounded up,
-// trsm one work item per column (left) or row (right) of B.
+// The built-in kernels (blasarg's names: scal, axpy, gemm, syrk, trsm, and
+// the sparse products spmv_csr and spmv_bcsr, as _f32 and, when every
+// device has cl_khr_fp64, _f64) take their buffers the same way, but the
+// driver decodes the blasarg argument on the host and passes its fields as
+// scalars (flags as int, Alpha and Beta in the kernel's precision); gemm
+// runs in 16x16 work-groups over C rounded up, trsm one work item per
+// column (left) or row (right) of B, the sparse products one per element
+// of y.
 package cldriver

@@ -4,8 +4,9 @@
 // each kernel exists as name_f32 and name_f64.
 //
 // Calling convention (see the package doc): each buffer is its pointer
-// followed by its shape as uint (vector: nx; matrix: nx, ny, ld), then the
-// decoded task argument as scalars. Matrices are column-major: element
+// followed by its shape as uint (vector: nx; matrix: nx, ny, ld); a plugin
+// interface's datum is a pointer per part, then its layout as five ulong;
+// then the decoded task argument as scalars. Matrices are column-major: element
 // (i, j) is at i + j*ld. The host checks every shape before a launch.
 
 #ifdef USE_FP64
@@ -141,4 +142,70 @@ kernel void K(trsm)(global const REAL *A, uint anx, uint any, uint lda,
 		}
 	}
 #undef OPA
+}
+
+// Sparse matrix-vector products, y = A*x, with the names of
+// plugins/iface-csr/csr and plugins/iface-bcsr/bcsr. A is a plugin
+// interface's datum: its parts nzval, colind and rowptr as buffers, then
+// its layout (nnz, nrow, firstentry, the region's length, the tag) as
+// ulong. One work item per element of y. The host checks the shapes; it
+// cannot read rowptr and colind on the device, so a row that they place
+// outside A or x is NaN instead of reading out of bounds. Contraction is
+// off so that each row's sum rounds as the CPU kernel's does.
+
+// A is a CSR matrix or row block: y has nrow elements.
+kernel void K(spmv_csr)(global const REAL *nzval, global const uint *colind, global const uint *rowptr,
+		ulong nnz, ulong nrow, ulong first, ulong ld, ulong tag,
+		global const REAL *x, uint nx, global REAL *y, uint ny) {
+#pragma OPENCL FP_CONTRACT OFF
+	size_t r = get_global_id(0);
+	if (r >= ny || r >= nrow)
+		return;
+	ulong lo = rowptr[r], hi = rowptr[r + 1];
+	if (lo < first || hi < lo || hi - first > nnz) {
+		y[r] = NAN;
+		return;
+	}
+	REAL s = 0;
+	for (ulong k = lo - first; k < hi - first; k++) {
+		uint c = colind[k];
+		if (c >= nx) {
+			s = NAN;
+			break;
+		}
+		s += nzval[k] * x[c];
+	}
+	y[r] = s;
+}
+
+// A is a BCSR matrix or block-row range of r x c row-major blocks (r and c
+// in the tag's high bits): y has nrow*r elements.
+kernel void K(spmv_bcsr)(global const REAL *nzval, global const uint *colind, global const uint *rowptr,
+		ulong nnz, ulong nrow, ulong first, ulong ld, ulong tag,
+		global const REAL *x, uint nx, global REAL *y, uint ny) {
+#pragma OPENCL FP_CONTRACT OFF
+	size_t i = get_global_id(0);
+	ulong r = (tag >> 32) & 0xffff, c = tag >> 48;
+	if (i >= ny || r == 0 || i / r >= nrow)
+		return;
+	size_t br = i / r, bi = i % r;
+	ulong lo = rowptr[br], hi = rowptr[br + 1];
+	if (lo < first || hi < lo || hi - first > nnz) {
+		y[i] = NAN;
+		return;
+	}
+	REAL s = 0;
+	for (ulong k = lo - first; k < hi - first; k++) {
+		ulong col = (ulong)colind[k] * c;
+		if (col + c > nx) {
+			s = NAN;
+			break;
+		}
+		global const REAL *row = nzval + (k * r + bi) * c;
+		REAL b = 0;
+		for (ulong j = 0; j < c; j++)
+			b += row[j] * x[col + j];
+		s += b;
+	}
+	y[i] = s;
 }

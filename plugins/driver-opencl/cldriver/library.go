@@ -8,6 +8,8 @@ import (
 	"github.com/starpu-go/starpu/pluginapi/wire"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 	"github.com/starpu-go/starpu/plugins/driver-opencl/cl"
+	"github.com/starpu-go/starpu/plugins/iface-bcsr/bcsr"
+	"github.com/starpu-go/starpu/plugins/iface-csr/csr"
 )
 
 //go:embed library.cl
@@ -35,7 +37,8 @@ var (
 type builtin struct {
 	name string
 	prec precision
-	// ifaces are the buffers' interfaces, in order.
+	// ifaces are the buffers' interfaces, in order; FirstPluginInterface
+	// stands for any plugin interface (check tells them apart by tag).
 	ifaces []kernel.InterfaceID
 	// check validates the buffers' shapes against each other and the
 	// decoded argument; a kernel must never index outside a buffer.
@@ -69,6 +72,10 @@ func library(withF64 bool) []*builtin {
 				check: blasarg.CheckSyrk, setArgs: setSyrk, nargs: 4},
 			&builtin{name: "trsm", prec: p, ifaces: []kernel.InterfaceID{kernel.Matrix, kernel.Matrix},
 				check: blasarg.CheckTrsm, setArgs: setTrsm, nargs: 5, ndrange: trsmRange},
+			&builtin{name: "spmv_csr", prec: p, ifaces: []kernel.InterfaceID{kernel.FirstPluginInterface, kernel.Vector, kernel.Vector},
+				check: checkSpmvCSR, setArgs: noArgs},
+			&builtin{name: "spmv_bcsr", prec: p, ifaces: []kernel.InterfaceID{kernel.FirstPluginInterface, kernel.Vector, kernel.Vector},
+				check: checkSpmvBCSR, setArgs: noArgs},
 		)
 	}
 	return out
@@ -84,8 +91,12 @@ func (b *builtin) validate(bufs []wire.BufferDesc, arg []byte) error {
 		return fmt.Errorf("takes %d buffers, got %d", len(b.ifaces), len(bufs))
 	}
 	for i, bd := range bufs {
-		if bd.Layout.Interface != b.ifaces[i] {
-			return fmt.Errorf("buffer %d is a %s, want a %s", i, bd.Layout.Interface, b.ifaces[i])
+		if want := b.ifaces[i]; want == kernel.FirstPluginInterface {
+			if bd.Layout.Interface < kernel.FirstPluginInterface {
+				return fmt.Errorf("buffer %d is a %s, want a plugin interface's datum", i, bd.Layout.Interface)
+			}
+		} else if bd.Layout.Interface != want {
+			return fmt.Errorf("buffer %d is a %s, want a %s", i, bd.Layout.Interface, want)
 		}
 		if bd.Layout.ElemSize != b.prec.elemSize {
 			return fmt.Errorf("buffer %d has %d-byte elements, want %d", i, bd.Layout.ElemSize, b.prec.elemSize)
@@ -187,4 +198,47 @@ func trsmRange(b []wire.BufferDesc, arg []byte) (global, local []uint64) {
 		return []uint64{b[1].Layout.NX}, nil
 	}
 	return []uint64{b[1].Layout.NY}, nil
+}
+
+// noArgs is setArgs for kernels without scalar arguments.
+func noArgs(cl.Kernel, int, []byte, precision) error { return nil }
+
+// checkSpmvCSR checks spmv_csr's buffers, [A, x, y]: A a CSR matrix (by
+// its layout tag, csr.LayoutTag), y one element per row. Unlike the CPU
+// kernel it takes x whole, not in blocks: an OpenCL kernel has a fixed
+// number of arguments.
+func checkSpmvCSR(b []wire.BufferDesc, arg []byte) error {
+	a := b[0].Layout
+	if a.LDZ != csr.LayoutTag {
+		return fmt.Errorf("buffer 0 (A) is not a CSR matrix (layout tag %#x)", a.LDZ)
+	}
+	if y := b[2].Layout; y.NX != a.NY {
+		return fmt.Errorf("y has %d elements but A has %d rows", y.NX, a.NY)
+	}
+	return noArg(arg)
+}
+
+// checkSpmvBCSR checks spmv_bcsr's buffers, [A, x, y]: A a BCSR matrix
+// (bcsr.LayoutTag, its block size r x c in the tag's high bits), y r
+// elements per block row.
+func checkSpmvBCSR(b []wire.BufferDesc, arg []byte) error {
+	a := b[0].Layout
+	if uint32(a.LDZ) != bcsr.LayoutTag {
+		return fmt.Errorf("buffer 0 (A) is not a BCSR matrix (layout tag %#x)", uint32(a.LDZ))
+	}
+	r, c := a.LDZ>>32&0xffff, a.LDZ>>48
+	if r == 0 || c == 0 {
+		return fmt.Errorf("buffer 0 (A): blocks of %d x %d", r, c)
+	}
+	if y := b[2].Layout; y.NX != a.NY*r {
+		return fmt.Errorf("y has %d elements but A has %d block rows of %d", y.NX, a.NY, r)
+	}
+	return noArg(arg)
+}
+
+func noArg(arg []byte) error {
+	if len(arg) != 0 {
+		return fmt.Errorf("takes no argument, got %d bytes", len(arg))
+	}
+	return nil
 }

@@ -53,10 +53,26 @@ func (a *access) empty() bool {
 }
 
 // devBuf is a buffer the core allocated on the worker's device. mem is nil
-// for a zero-byte buffer.
+// for a zero-byte buffer. When it holds a plugin interface's datum, parts
+// says where its parts lie (wire.Parts) and subs are their sub-buffers
+// (nil for an empty part), or partsErr why they could not be made.
 type devBuf struct {
-	mem  cl.Mem
-	size uint64
+	mem      cl.Mem
+	size     uint64
+	hasParts bool
+	subs     []cl.Mem
+	partsErr error
+}
+
+// dropParts releases b's sub-buffers and forgets its parts. OpenCL keeps
+// a sub-buffer alive while enqueued commands use it.
+func (b *devBuf) dropParts() {
+	for _, m := range b.subs {
+		if !m.IsNil() {
+			m.Release()
+		}
+	}
+	b.subs, b.hasParts, b.partsErr = nil, false, nil
 }
 
 // flight is a command enqueued and not yet retired: its event, and what the
@@ -127,6 +143,10 @@ type worker struct {
 	keys     []key
 	exec     wire.Exec
 	cpy      wire.Copy
+	parts    wire.Parts
+	// nmem is how many cl_mem arguments each buffer of the Exec being
+	// enqueued takes (one, or a plugin datum's parts), in mems.
+	nmem []int
 }
 
 func (d *Driver) newWorker(spec driver.WorkerSpec, dev *device, spin int) (*worker, error) {
@@ -236,6 +256,15 @@ func (w *worker) handle(msg []byte) error {
 		}
 		if err := w.enqueueCopy(&w.cpy, now); err != nil {
 			return w.post(wire.Completion{ID: w.cpy.ID, StartNs: now, EndNs: wire.Now()}, err)
+		}
+		return nil
+	case wire.TypeParts:
+		if err := w.parts.Decode(msg); err != nil {
+			return err
+		}
+		if err := w.setParts(&w.parts); err != nil {
+			// No task can use the buffer, which a failed Alloc left out.
+			w.d.log.Warn("parts", "worker", w.rings.Spec.ID, "error", err)
 		}
 		return nil
 	case wire.TypeExec:
@@ -497,9 +526,50 @@ func (w *worker) freeBuf(f *wire.Free) error {
 	delete(w.bufs, f.Buffer)
 	delete(w.acc, key{w.node, f.Buffer})
 	w.used -= b.size
+	b.dropParts()
 	if !b.mem.IsNil() {
 		return b.mem.Release()
 	}
+	return nil
+}
+
+// setParts records where the parts of the plugin datum a device buffer
+// now holds lie, and makes a sub-buffer of each non-empty one for the
+// kernels. A part that does not fit the buffer, or whose offset is not a
+// multiple of the device's base-address alignment (iface.PartAlign is),
+// leaves the buffer with an error that fails the Execs using it.
+func (w *worker) setParts(p *wire.Parts) error {
+	b := w.bufs[p.Buffer]
+	if p.Node != w.node || b == nil {
+		return fmt.Errorf("parts of buffer %d on node %d: no such buffer on this worker's device (node %d)", p.Buffer, p.Node, w.node)
+	}
+	b.dropParts()
+	b.hasParts = true
+	align := w.dev.unit.info.BaseAlign
+	subs := make([]cl.Mem, len(p.Parts))
+	for i, r := range p.Parts {
+		var err error
+		switch {
+		case r.Offset > b.size || r.Size > b.size-r.Offset:
+			err = fmt.Errorf("part %d, bytes [%d, +%d), lies outside device buffer %d of %d bytes", i, r.Offset, r.Size, p.Buffer, b.size)
+		case r.Size == 0:
+			continue // a NULL argument
+		case align > 0 && r.Offset%align != 0:
+			err = fmt.Errorf("part %d starts at byte %d of its buffer, not a multiple of %s's %d-byte base address alignment, which a sub-buffer needs", i, r.Offset, w.dev.name, align)
+		default:
+			subs[i], err = b.mem.SubBuffer(r.Offset, r.Size)
+			if err != nil {
+				err = fmt.Errorf("part %d, bytes [%d, +%d): %w", i, r.Offset, r.Size, err)
+			}
+		}
+		if err != nil {
+			b.subs = subs
+			b.dropParts()
+			b.hasParts, b.partsErr = true, err
+			return nil
+		}
+	}
+	b.subs = subs
 	return nil
 }
 
@@ -618,8 +688,9 @@ func (w *worker) enqueueCopy(c *wire.Copy, now int64) error {
 	return w.launch(flight{id: c.ID, ev: ev, what: what, call: call, enqNs: now, keys: []key{srcKey, dstKey}})
 }
 
-// shapeArgs are the uint arguments that follow a buffer's cl_mem in the
-// calling convention.
+// shapeArgs are the arguments that follow a buffer's cl_mem (a plugin
+// datum's parts) in the calling convention: uint, ulong for plugin
+// interfaces (wideShape), whose fields are theirs to fill.
 func shapeArgs(l kernel.Layout) ([]uint64, error) {
 	switch {
 	case l.Interface == kernel.Void || l.Interface == kernel.Variable:
@@ -633,6 +704,11 @@ func shapeArgs(l kernel.Layout) ([]uint64, error) {
 	}
 	return nil, fmt.Errorf("unknown data interface %d", l.Interface)
 }
+
+// wideShape: a plugin interface's shape arguments are ulong, since its
+// fields may use all 64 bits (BCSR's LDZ holds its block size in the high
+// ones, a region may pass 4 GiB).
+func wideShape(l kernel.Layout) bool { return l.Interface >= kernel.FirstPluginInterface }
 
 // defaultRange is the NDRange of the calling convention: the shape of the
 // first buffer written (else the first buffer).
@@ -670,16 +746,17 @@ func (w *worker) enqueueExec(e *wire.Exec, now int64) error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%s: %s", what, fmt.Sprintf(format, args...))
 	}
-	w.mems = w.mems[:0]
+	w.mems, w.nmem = w.mems[:0], w.nmem[:0]
 	nargs := 0
 	for i, b := range e.Buffers {
 		shape, err := shapeArgs(b.Layout)
 		if err != nil {
 			return fail("buffer %d: %v", i, err)
 		}
-		nargs += 1 + len(shape)
+		nargs += len(shape)
 		if b.Layout.Interface == kernel.Void {
-			w.mems = append(w.mems, cl.Mem{})
+			w.mems, w.nmem = append(w.mems, cl.Mem{}), append(w.nmem, 1)
+			nargs++
 			continue
 		}
 		if uint32(b.Node) != w.node {
@@ -692,7 +769,20 @@ func (w *worker) enqueueExec(e *wire.Exec, now int64) error {
 		if need := b.Layout.Len(); need > db.size {
 			return fail("buffer %d: its layout spans %d bytes, device buffer %d has %d", i, need, b.Offset, db.size)
 		}
-		w.mems = append(w.mems, db.mem)
+		if !wideShape(b.Layout) {
+			w.mems, w.nmem = append(w.mems, db.mem), append(w.nmem, 1)
+			nargs++
+			continue
+		}
+		// A plugin interface's datum: one argument per part.
+		switch {
+		case db.partsErr != nil:
+			return fail("buffer %d: %v", i, db.partsErr)
+		case !db.hasParts:
+			return fail("buffer %d holds a plugin interface's datum, but the core never said where its parts lie in device buffer %d (no Parts message)", i, b.Offset)
+		}
+		w.mems, w.nmem = append(w.mems, db.subs...), append(w.nmem, len(db.subs))
+		nargs += len(db.subs)
 	}
 	switch {
 	case dk.lib != nil:
@@ -706,18 +796,28 @@ func (w *worker) enqueueExec(e *wire.Exec, now int64) error {
 	if nargs != dk.nargs {
 		return fail("the function takes %d arguments; the calling convention gives %d for %d buffers and a %d-byte argument", dk.nargs, nargs, len(e.Buffers), len(e.Arg))
 	}
-	arg := 0
+	arg, m := 0, 0
 	for i, b := range e.Buffers {
-		if err := dk.k.SetArgMem(arg, w.mems[i]); err != nil {
-			return fail("argument %d (buffer %d): %v", arg, i, err)
-		}
-		arg++
-		shape, _ := shapeArgs(b.Layout)
-		for _, v := range shape {
-			if v > math.MaxUint32 {
-				return fail("buffer %d: dimension %d does not fit a uint argument", i, v)
+		for range w.nmem[i] {
+			if err := dk.k.SetArgMem(arg, w.mems[m]); err != nil {
+				return fail("argument %d (buffer %d): %v", arg, i, err)
 			}
-			if err := dk.k.SetArgUint32(arg, uint32(v)); err != nil {
+			arg++
+			m++
+		}
+		shape, _ := shapeArgs(b.Layout)
+		wide := wideShape(b.Layout)
+		for _, v := range shape {
+			var err error
+			switch {
+			case wide:
+				err = dk.k.SetArgUint64(arg, v)
+			case v > math.MaxUint32:
+				return fail("buffer %d: dimension %d does not fit a uint argument", i, v)
+			default:
+				err = dk.k.SetArgUint32(arg, uint32(v))
+			}
+			if err != nil {
 				return fail("argument %d (buffer %d shape): %v", arg, i, err)
 			}
 			arg++
@@ -819,6 +919,7 @@ func (w *worker) close() {
 			w.sink.Close()
 		}
 		for id, b := range w.bufs {
+			b.dropParts()
 			if !b.mem.IsNil() {
 				b.mem.Release()
 			}

@@ -1,6 +1,7 @@
 package bcsr
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -135,7 +136,7 @@ func TestView(t *testing.T) {
 	m, parts, _ := Parts(nz, ci, rp, 0, 2, 2)
 	l := m.Layout()
 	l.Interface = kernel.FirstPluginInterface + 2
-	if l.Len() != 128+64+12 || l.LDZ != LayoutTag|2<<32|2<<48 {
+	if l.Len() != 2*iface.PartAlign+12 || l.LDZ != LayoutTag|2<<32|2<<48 {
 		t.Fatalf("layout %+v, Len %d", l, l.Len())
 	}
 	buf := &kernel.Buffer{Layout: l, Mode: kernel.R, Bytes: region(m, parts)}
@@ -164,9 +165,11 @@ func TestView(t *testing.T) {
 		{"vector", func(b *kernel.Buffer) { b.Interface = kernel.Vector }, "buffer is a vector, not a BCSR matrix"},
 		{"csr", func(b *kernel.Buffer) { b.LDZ = 0x31525343 }, "not a BCSR matrix"},
 		{"block size", func(b *kernel.Buffer) { b.LDZ = LayoutTag | 2<<32 }, "BCSR matrix layout: bcsr metadata: blocks of 2 x 0"},
-		{"other block size", func(b *kernel.Buffer) { b.LDZ = LayoutTag | 1<<32 | 2<<48 }, "needs a region of 140 bytes, the buffer has LD 204"},
-		{"short", func(b *kernel.Buffer) { b.Bytes = b.Bytes[:100] }, "needs a region of 204 bytes, the buffer has LD 204 and 100 bytes"},
-		{"unaligned", func(b *kernel.Buffer) { b.Bytes = b.Bytes[4:208] }, "region is not 8-byte aligned"},
+		// 3 blocks of 8 x 16 take more than one part's alignment.
+		{"other block size", func(b *kernel.Buffer) { b.LDZ = LayoutTag | 8<<32 | 16<<48 },
+			fmt.Sprintf("needs a region of %d bytes, the buffer has LD %d", 3*8*16*8+iface.PartAlign+12, l.Len())},
+		{"short", func(b *kernel.Buffer) { b.Bytes = b.Bytes[:100] }, fmt.Sprintf("needs a region of %d bytes, the buffer has LD %[1]d and 100 bytes", l.Len())},
+		{"unaligned", func(b *kernel.Buffer) { b.Bytes = b.Bytes[4 : 4+l.Len()] }, "region is not 8-byte aligned"},
 	} {
 		b := *buf
 		c.edit(&b)

@@ -59,8 +59,8 @@ func TestValidateAndParts(t *testing.T) {
 func TestView(t *testing.T) {
 	m, parts, _ := Parts([]uint32{0, 1}, []uint32{1, 0}, []float64{5, 6}, 2, 2)
 	offs, n := iface.PartOffsets(m.PartSizes())
-	words := make([]uint64, 32)
-	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 256)[:n]
+	words := make([]uint64, (n+7)/8)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)[:n]
 	for i, p := range parts {
 		copy(b[offs[i]:], p)
 	}

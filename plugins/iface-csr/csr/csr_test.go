@@ -1,6 +1,7 @@
 package csr
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
@@ -141,8 +142,8 @@ func TestView(t *testing.T) {
 	m, parts, _ := Parts(nz, ci, rp, 0)
 	l := m.Layout()
 	l.Interface = kernel.FirstPluginInterface + 3
-	if l.Len() != 64+64+16 {
-		t.Fatalf("layout Len %d, want the region's 144 bytes", l.Len())
+	if l.Len() != 2*iface.PartAlign+16 {
+		t.Fatalf("layout Len %d, want the region's %d bytes", l.Len(), 2*iface.PartAlign+16)
 	}
 	buf := &kernel.Buffer{Layout: l, Mode: kernel.R, Bytes: region(parts)}
 	v, err := View[float64](buf)
@@ -167,7 +168,7 @@ func TestView(t *testing.T) {
 		{"f32", func(b *kernel.Buffer) {}, "8-byte elements, want 4"},
 		{"vector", func(b *kernel.Buffer) { b.Interface = kernel.Vector }, "buffer is a vector, not a CSR matrix"},
 		{"tag", func(b *kernel.Buffer) { b.LDZ = 0 }, "not a CSR matrix"},
-		{"short", func(b *kernel.Buffer) { b.Bytes = b.Bytes[:100] }, "needs a region of 144 bytes, the buffer has LD 144 and 100 bytes"},
+		{"short", func(b *kernel.Buffer) { b.Bytes = b.Bytes[:100] }, fmt.Sprintf("needs a region of %d bytes, the buffer has LD %[1]d and 100 bytes", l.Len())},
 		{"ld", func(b *kernel.Buffer) { b.LD = 10 }, "the buffer has LD 10"},
 	} {
 		b := *buf

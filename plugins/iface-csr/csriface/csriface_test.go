@@ -172,7 +172,7 @@ func TestFootprintCompareDisplay(t *testing.T) {
 	if s, err := i.Display(ctx, b.Encode()); err != nil || s != "csr(nrow=4 nnz=10 firstentry=7 elemsize=8)" {
 		t.Errorf("Display = %q, %v", s, err)
 	}
-	want := kernel.Layout{ElemSize: 8, NX: 10, NY: 4, NZ: 7, LD: 128 + 64 + 20, LDZ: csr.LayoutTag}
+	want := kernel.Layout{ElemSize: 8, NX: 10, NY: 4, NZ: 7, LD: 2*iface.PartAlign + 20, LDZ: csr.LayoutTag}
 	if db.Layout != want || db.Size != 80+40+20 {
 		t.Errorf("layout %+v size %d, want %+v size 140", db.Layout, db.Size, want)
 	}

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,6 +79,17 @@ type Policy struct {
 	// beyond maxWarned go to warnedFar.
 	warned    [][wire.NumArch]bool
 	warnedFar map[uint64]bool
+
+	// combined are the combined workers parallel tasks may go to, pending
+	// the tasks queued on a team's members until the last pops its copy,
+	// warnedSizes the codelets whose sizes' missing models were logged
+	// (parallel.go).
+	combined    []*team
+	pending     map[uint64]*ptask
+	warnedSizes map[uint32]bool
+	// calibSize counts the parallel tasks placed to calibrate, so that
+	// they go to every size in turn.
+	calibSize uint
 }
 
 // maxWarned bounds the dense table of uncalibrated-model warnings.
@@ -95,6 +107,12 @@ type wstate struct {
 	running  []flight // popped and not finished, in pop order
 	runNs    int64    // predicted ns of running
 	runStart int64    // when running[0] started, as far as the policy knows
+	// blocked is the team whose copy the worker popped, waiting for the
+	// other members to pop theirs: it gets nothing else meanwhile. next
+	// are the teams other members reached first, which it joins before
+	// anything else (parallel.go).
+	blocked *ptask
+	next    []*ptask
 }
 
 // archCanRun is s.CanRun(t) for a t bound to no worker: the decision
@@ -216,7 +234,15 @@ func (p *Policy) AddWorkers(workers []sched.Worker) {
 // worker are decided again among the others; a task bound to a removed
 // worker waits until it is added back.
 func (p *Policy) RemoveWorkers(ids []int) {
-	var orphans []*sched.Task
+	// Teams with a member leaving first: their copies leave every queue.
+	orphans := p.cancelTeams(func(c *team) bool {
+		for _, m := range c.Members {
+			if slices.Contains(ids, m) {
+				return true
+			}
+		}
+		return false
+	})
 	for _, s := range p.workers.Remove(ids) {
 		orphans = s.State.q.Drain(orphans)
 	}
@@ -247,7 +273,16 @@ func (p *Policy) Push(t *sched.Task) {
 		if t.HasImpls() {
 			implLengths(t, &l)
 		}
-		if s = p.calibrating(t, now, &l); s == nil {
+		if t.Parallel != nil && len(p.combined) > 0 {
+			var placed bool
+			if s, placed = p.pushParallel(t, now, &l); placed {
+				return // on a combined worker (parallel.go)
+			}
+			if s == nil {
+				p.workers.Park(t) // no worker can run it now
+				return
+			}
+		} else if s = p.calibrating(t, now, &l); s == nil {
 			if s = p.best(t, now, &l); s == nil {
 				p.workers.Park(t) // no worker can run it now
 				return
@@ -434,12 +469,15 @@ func (p *Policy) assign(s *slot, t *sched.Task, now int64) {
 // ready set (dmdar), the task of the first ones whose data is nearest.
 func (p *Policy) Pop(id int) *sched.Task {
 	s := p.workers.Get(id)
-	if s == nil || p.closed || s.State.q.Len() == 0 {
+	if s == nil || p.closed || s.State.q.Len() == 0 || s.State.blocked != nil {
 		return nil
 	}
 	w := &s.State
+	if len(w.next) > 0 && p.isTeamCopy(w.q.Front()) {
+		return p.joinNext(s) // teammates wait for it (parallel.go)
+	}
 	var e schedkit.Entry
-	if p.ready {
+	if p.ready && len(w.next) == 0 {
 		e = w.q.TakeAt(p.readyPos(s))
 	} else {
 		e, _ = w.q.PopFront()
@@ -449,6 +487,11 @@ func (p *Policy) Pop(id int) *sched.Task {
 	}
 	w.running = append(w.running, flight{id: e.Task.ID, ns: e.Cost})
 	w.runNs += e.Cost
+	if len(p.pending) > 0 {
+		if pt := p.pending[e.Task.ID]; pt != nil {
+			return p.arrive(s, pt) // a team's copy (parallel.go)
+		}
+	}
 	return e.Task
 }
 
@@ -463,6 +506,14 @@ func (p *Policy) readyPos(s *slot) int {
 	first := s.State.q.Front().Priority
 	best, bestTr := 0, int64(math.MaxInt64)
 	s.State.q.Each(func(pos int, e schedkit.Entry) bool {
+		if p.isTeamCopy(e.Task) {
+			// Never past a team's copy: the members' queues keep the
+			// teams in one order (parallel.go).
+			if pos == 0 {
+				best = 0
+			}
+			return false
+		}
 		if e.Task.Priority < first {
 			return true
 		}
@@ -474,13 +525,19 @@ func (p *Policy) readyPos(s *slot) int {
 	return best
 }
 
-// PostExec implements sched.Policy: the task leaves its worker's load; the
-// next one is taken to start now.
+// PostExec implements sched.Policy: the task leaves its worker's load
+// (every member's, for a combined worker); the next one is taken to start
+// now.
 func (p *Policy) PostExec(worker int, id uint64, _ int64) {
-	s := p.workers.Get(worker)
-	if s == nil {
-		return
+	if s := p.workers.Get(worker); s != nil {
+		p.finish(s, id)
+	} else if c := p.teamByID(worker); c != nil {
+		p.members(c, func(s *slot) { p.finish(s, id) })
 	}
+}
+
+// finish takes task id out of s's load.
+func (p *Policy) finish(s *slot, id uint64) {
 	w := &s.State
 	for i, f := range w.running {
 		if f.id != id {
@@ -504,4 +561,5 @@ func (p *Policy) PostExec(worker int, id uint64, _ int64) {
 func (p *Policy) Deinit() {
 	p.closed = true
 	p.workers.Reset()
+	p.combined, p.pending = nil, nil
 }

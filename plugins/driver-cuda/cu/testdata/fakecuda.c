@@ -10,20 +10,104 @@
  * The test compiles it into one shared library, with weak stubs returning
  * an error for the entry points not defined here (and, with
  * -DFAKE_OLD_DRIVER, without two entry points an old driver lacks). Environment variables,
- * read at each call: FAKECUDA_VERSION (default 13000), FAKECUDA_INIT
- * (cuInit's result, default 0), FAKECUDA_DEVICES (default 1).
+ * read at each call: CUDA_FAKE_VERSION (default 13000), CUDA_FAKE_INIT
+ * (cuInit's result, default 0), CUDA_FAKE_DEVICES (default 1),
+ * CUDA_FAKE_PEER (0: no device can access another's memory; default 1:
+ * every pair can) and CUDA_FAKE_LOG (a file to which the calls that hold
+ * or move device memory append a line each: "alloc DEV BYTES PTR",
+ * "free PTR", "htod DEV BYTES", "dtoh DEV BYTES", "dtod DEV BYTES",
+ * "peer SRCDEV DSTDEV BYTES", "enablepeer DEV PEERDEV", so that tests
+ * count what a driver asked of the GPU, from any process). Their CUDA_
+ * prefix is one the runtime passes on to plugin processes.
+ *
+ * Each allocation remembers its device: a device-to-device copy must
+ * stay on the current context's device (or one it enabled peer access
+ * to), and a peer copy must name the contexts its pointers belong to.
  */
+#include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cushim.h"
 
 static int env(const char *name, int def) {
 	const char *v = getenv(name);
 	return v != NULL && *v != 0 ? atoi(v) : def;
+}
+
+/* note appends a line to $CUDA_FAKE_LOG; one write(2) with O_APPEND, so
+ * lines from several threads or processes do not mix. */
+static void note(const char *fmt, ...) {
+	const char *path = getenv("CUDA_FAKE_LOG");
+	if (path == NULL || *path == 0) {
+		return;
+	}
+	char line[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0 || n >= (int)sizeof line - 1) {
+		return;
+	}
+	line[n++] = '\n';
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+	if (fd < 0) {
+		return;
+	}
+	ssize_t w = write(fd, line, (size_t)n);
+	(void)w;
+	close(fd);
+}
+
+/* The live allocations and their devices. */
+static pthread_mutex_t allocmu = PTHREAD_MUTEX_INITIALIZER;
+static struct allocation {
+	uintptr_t p;
+	size_t n;
+	int dev;
+} *allocs;
+static size_t nallocs, capallocs;
+
+static void remember(uintptr_t p, size_t n, int dev) {
+	pthread_mutex_lock(&allocmu);
+	if (nallocs == capallocs) {
+		capallocs = capallocs ? 2 * capallocs : 64;
+		allocs = realloc(allocs, capallocs * sizeof *allocs);
+	}
+	allocs[nallocs++] = (struct allocation){p, n, dev};
+	pthread_mutex_unlock(&allocmu);
+}
+
+static void forget(uintptr_t p) {
+	pthread_mutex_lock(&allocmu);
+	for (size_t i = 0; i < nallocs; i++) {
+		if (allocs[i].p == p) {
+			allocs[i] = allocs[--nallocs];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&allocmu);
+}
+
+/* devof is the device of the allocation holding [p, p+n), -1 if none. */
+static int devof(sc_dptr p, size_t n) {
+	int dev = -1;
+	pthread_mutex_lock(&allocmu);
+	for (size_t i = 0; i < nallocs; i++) {
+		if (p >= allocs[i].p && n <= allocs[i].n && p - allocs[i].p <= allocs[i].n - n) {
+			dev = allocs[i].dev;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&allocmu);
+	return dev;
 }
 
 /* ---- driver API ---- */
@@ -80,7 +164,7 @@ sc_result cuGetErrorString(sc_result r, const char **s) {
 }
 
 sc_result cuDriverGetVersion(int *v) {
-	*v = env("FAKECUDA_VERSION", 13000);
+	*v = env("CUDA_FAKE_VERSION", 13000);
 	return 0;
 }
 
@@ -90,12 +174,12 @@ sc_result cuInit(unsigned int flags) {
 	if (flags != 0) {
 		return 1;
 	}
-	int r = env("FAKECUDA_INIT", 0);
+	int r = env("CUDA_FAKE_INIT", 0);
 	initialized = r == 0;
 	return r;
 }
 
-static int ndevices(void) { return env("FAKECUDA_DEVICES", 1); }
+static int ndevices(void) { return env("CUDA_FAKE_DEVICES", 1); }
 
 sc_result cuDeviceGetCount(int *n) {
 	if (!initialized) {
@@ -169,7 +253,7 @@ sc_result cuDeviceCanAccessPeer(int *can, sc_device d, sc_device peer) {
 	if (baddev(d) || baddev(peer)) {
 		return 101;
 	}
-	*can = d != peer;
+	*can = d != peer && env("CUDA_FAKE_PEER", 1) != 0;
 	return 0;
 }
 
@@ -256,6 +340,7 @@ sc_result cuCtxEnablePeerAccess(sc_context peer, unsigned int flags) {
 		return 704;
 	}
 	c->peer[peer->dev] = 1;
+	note("enablepeer %d %d", c->dev, peer->dev);
 	return 0;
 }
 
@@ -271,10 +356,16 @@ sc_result cuMemAlloc_v2(sc_dptr *p, size_t n) {
 		return 2;
 	}
 	*p = (sc_dptr)(uintptr_t)m;
+	remember((uintptr_t)m, n, cur()->dev);
+	note("alloc %d %zu %#llx", cur()->dev, n, *p);
 	return 0;
 }
 
 sc_result cuMemFree_v2(sc_dptr p) {
+	if (p != 0) {
+		forget((uintptr_t)p);
+		note("free %#llx", p);
+	}
 	free((void *)(uintptr_t)p);
 	return 0;
 }
@@ -332,27 +423,43 @@ struct CUstream_st {
 sc_result cuMemcpyHtoDAsync_v2(sc_dptr dst, const void *src, size_t n, sc_stream s) {
 	(void)s;
 	memcpy((void *)(uintptr_t)dst, src, n);
+	note("htod %d %zu", devof(dst, n), n);
 	return 0;
 }
 
 sc_result cuMemcpyDtoHAsync_v2(void *dst, sc_dptr src, size_t n, sc_stream s) {
 	(void)s;
 	memcpy(dst, (void *)(uintptr_t)src, n);
+	note("dtoh %d %zu", devof(src, n), n);
 	return 0;
+}
+
+/* reachable: the current context may address memory of device dev. */
+static int reachable(int dev) {
+	struct CUctx_st *c = cur();
+	return c != NULL && dev >= 0 && (dev == c->dev || (dev < 8 && c->peer[dev]));
 }
 
 sc_result cuMemcpyDtoDAsync_v2(sc_dptr dst, sc_dptr src, size_t n, sc_stream s) {
 	(void)s;
+	if (n > 0 && (!reachable(devof(dst, n)) || !reachable(devof(src, n)))) {
+		return 1;
+	}
 	memmove((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n);
+	note("dtod %d %zu", devof(dst, n), n);
 	return 0;
 }
 
 sc_result cuMemcpyPeerAsync(sc_dptr dst, sc_context dctx, sc_dptr src, sc_context sctx, size_t n, sc_stream s) {
 	(void)s;
-	if (dctx == NULL || sctx == NULL) {
+	if (dctx == NULL || sctx == NULL || cur() == NULL) {
 		return 201;
 	}
+	if (n > 0 && (devof(dst, n) != dctx->dev || devof(src, n) != sctx->dev)) {
+		return 1;
+	}
 	memmove((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n);
+	note("peer %d %d %zu", sctx->dev, dctx->dev, n);
 	return 0;
 }
 
