@@ -4,7 +4,6 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/sched"
@@ -65,19 +64,8 @@ func parallelTasks(t *testing.T, sub subject, o options) {
 			t.Fatalf("timed out: %d of %d tasks pushed, %d completed; %d never assigned (first: %v); queues %v",
 				pushed, n, completed, countZero(assigned[:pushed]), firstUnassigned(tasks[:pushed], assigned), queues)
 		}
-		progress := false
-		if pushed < n && rng.Intn(2) == 0 {
-			for k := 1 + rng.Intn(20); k > 0 && pushed < n; k-- {
-				c.push(tasks[pushed])
-				pushed++
-			}
-			c.bell.Ring()
-			progress = true
-		}
-		wait := time.Duration(0)
-		if !progress {
-			wait = 10 * time.Millisecond
-		}
+		progress := c.pushBurst(rng, tasks, &pushed)
+		wait := idleWait(progress)
 		for {
 			a, ok := c.decision(wait)
 			if !ok {

@@ -175,6 +175,29 @@ func startHost(t *testing.T, sub subject, workers []sched.Worker, depth, maxDept
 
 func (c *core) alive() bool { return time.Now().Before(c.deadline) }
 
+// pushBurst pushes, one time in two, a burst of 1 to 20 of the tasks
+// after the first *pushed, rings the policy, and reports whether it did.
+func (c *core) pushBurst(rng *rand.Rand, tasks []*sched.Task, pushed *int) bool {
+	if *pushed == len(tasks) || rng.Intn(2) != 0 {
+		return false
+	}
+	for k := 1 + rng.Intn(20); k > 0 && *pushed < len(tasks); k-- {
+		c.push(tasks[*pushed])
+		*pushed++
+	}
+	c.bell.Ring()
+	return true
+}
+
+// idleWait is how long to wait for a decision: not at all after progress,
+// else a little.
+func idleWait(progress bool) time.Duration {
+	if progress {
+		return 0
+	}
+	return 10 * time.Millisecond
+}
+
 func (c *core) push(t *sched.Task) {
 	flags := uint32(0)
 	if t.Locality {
@@ -450,18 +473,10 @@ func workersThroughHost(t *testing.T, sub subject, o options) {
 			c.changeWorkers(wire.WorkersAdd, addSeq, leaving...)
 			added, progress = true, true
 		}
-		if pushed < n && rng.Intn(2) == 0 {
-			for k := 1 + rng.Intn(20); k > 0 && pushed < n; k-- {
-				c.push(tasks[pushed])
-				pushed++
-			}
-			c.bell.Ring()
+		if c.pushBurst(rng, tasks, &pushed) {
 			progress = true
 		}
-		wait := time.Duration(0)
-		if !progress {
-			wait = 10 * time.Millisecond
-		}
+		wait := idleWait(progress)
 		for {
 			// decision consumes the echoes ahead of the Assign it returns,
 			// so acked tells whether this Assign follows the echo.

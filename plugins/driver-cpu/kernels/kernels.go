@@ -264,22 +264,30 @@ func trsmKernel[T float](name string, f func(bool, bool, bool, bool, int, int, T
 
 func potrfKernel[T float](name string, f func(bool, int, []T, int) error) kernel.Func {
 	return func(ctx *kernel.Context) error {
-		if err := count(name, ctx, 1); err != nil {
-			return err
-		}
-		arg, err := blasarg.DecodePotrfArg(ctx.Arg)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		a, err := matrix[T](name, ctx, 0, "A", true)
+		arg, a, err := potrfOperands[T](name, ctx)
 		if err != nil {
 			return err
-		}
-		if a.rows != a.cols {
-			return fmt.Errorf("%s: A is %dx%d, want a square matrix", name, a.rows, a.cols)
 		}
 		return wrap(name, f(arg.Lower, a.rows, a.d, a.ld))
 	}
+}
+
+// potrfOperands decodes and checks a potrf kernel's argument and its
+// square matrix.
+func potrfOperands[T float](name string, ctx *kernel.Context) (arg blasarg.PotrfArg, a mat[T], err error) {
+	if err = count(name, ctx, 1); err != nil {
+		return arg, a, err
+	}
+	if arg, err = blasarg.DecodePotrfArg(ctx.Arg); err != nil {
+		return arg, a, fmt.Errorf("%s: %w", name, err)
+	}
+	if a, err = matrix[T](name, ctx, 0, "A", true); err != nil {
+		return arg, a, err
+	}
+	if a.rows != a.cols {
+		return arg, a, fmt.Errorf("%s: A is %dx%d, want a square matrix", name, a.rows, a.cols)
+	}
+	return arg, a, nil
 }
 
 // wrap prefixes a blas error with the kernel's name (errors.As still finds a

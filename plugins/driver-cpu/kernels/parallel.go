@@ -90,19 +90,9 @@ func parPotrfKernel[T float](name string,
 	syrk func(bool, bool, int, int, T, []T, int, T, []T, int) error,
 	gemmf func(bool, bool, int, int, int, T, []T, int, []T, int, T, []T, int) error) kernel.Func {
 	return func(ctx *kernel.Context) error {
-		if err := count(name, ctx, 1); err != nil {
-			return err
-		}
-		arg, err := blasarg.DecodePotrfArg(ctx.Arg)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		a, err := matrix[T](name, ctx, 0, "A", true)
+		arg, a, err := potrfOperands[T](name, ctx)
 		if err != nil {
 			return err
-		}
-		if a.rows != a.cols {
-			return fmt.Errorf("%s: A is %dx%d, want a square matrix", name, a.rows, a.cols)
 		}
 		n, ld, size := a.rows, a.ld, ctx.CombinedSize()
 		if !arg.Lower || size == 1 || n <= parPotrfBlock {
