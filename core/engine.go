@@ -886,7 +886,8 @@ func (e *engine) drainCompletions() {
 			var err error
 			e.completed++
 			if j != nil && c.Failed {
-				j.mayHaveRun = true
+				// A task refused unrun left its data as they were.
+				j.mayHaveRun = !c.NotRun
 				err = fmt.Errorf("%w: task %q on worker %d (%s): %s", ErrTaskFailed, j.name(), w.id, w.drv.fp.Arch, c.Err)
 			}
 			w.completion.Release()

@@ -452,6 +452,30 @@ func TestShutdownAbandonedAppDriver(t *testing.T) {
 			t.Fatal("the abandoned worker's task ran")
 		}
 	})
+	t.Run("refused task leaves its data", func(t *testing.T) {
+		// The task failed without running: the vector it would have
+		// written is as it was, not lost.
+		cfg := appConfig(t)
+		cfg.PluginTimeout = 300 * time.Millisecond
+		rt, held, _ := startApp(t, cfg)
+		h, err := core.RegisterVector(rt, make([]int64, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := &core.Task{Codelet: appWhere, Handles: []*core.Handle{h}, ExecuteOnWorker: true, Worker: held}
+		if err := rt.Submit(task); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.Shutdown(); err == nil || !strings.Contains(err.Error(), "1 of them failed") {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		if err := task.Err(); !errors.Is(err, core.ErrTaskFailed) {
+			t.Fatalf("the refused task: %v", err)
+		}
+		if err := h.Lost(); err != nil {
+			t.Fatalf("a task refused unrun marked its data lost: %v", err)
+		}
+	})
 	t.Run("run until Shutdown", func(t *testing.T) {
 		rt, held, _ := startApp(t, appConfig(t))
 		_, done := driverThread(func() error { return rt.RunDriver(context.Background(), cpu0) })

@@ -813,6 +813,9 @@ type Completion struct {
 	// Skipped: the task, flagged ExecAfter, did not run because its
 	// predecessor failed or was skipped; the core schedules it again.
 	Skipped bool
+	// NotRun: the task failed without running (its worker refused it:
+	// driver.AppWorker.Refuse), so its data are as they were; with Failed.
+	NotRun  bool
 	StartNs int64
 	EndNs   int64
 	// SleepStartNs and SleepEndNs say when the worker slept on its
@@ -860,6 +863,9 @@ func (c *Completion) Encode(b []byte) {
 	if c.Skipped {
 		f |= 2
 	}
+	if c.NotRun {
+		f |= 4
+	}
 	le.PutUint32(b[4:], f)
 	le.PutUint64(b[8:], c.ID)
 	le.PutUint64(b[16:], uint64(c.StartNs))
@@ -877,7 +883,7 @@ func (c *Completion) Decode(b []byte) error {
 		return err
 	}
 	f := le.Uint32(b[4:])
-	c.Failed, c.Skipped = f&1 != 0, f&2 != 0
+	c.Failed, c.Skipped, c.NotRun = f&1 != 0, f&2 != 0, f&4 != 0
 	c.ID = le.Uint64(b[8:])
 	c.StartNs = int64(le.Uint64(b[16:]))
 	c.EndNs = int64(le.Uint64(b[24:]))

@@ -47,6 +47,7 @@ func TestRoundTrip(t *testing.T) {
 		{"assign/impl", &Assign{Worker: 1, ID: 2, Flags: AssignPosted | AssignImpl, Impl: 7}, AssignSize, &Assign{}},
 		{"exec", &exec, ExecSize(2, 3), &Exec{}},
 		{"completion", &Completion{ID: 5, Failed: true, StartNs: 1, EndNs: 2, SleepStartNs: -7, SleepEndNs: 1, Err: []byte("boom")}, CompletionLen(4), &Completion{}},
+		{"completion not run", &Completion{ID: 6, Failed: true, NotRun: true, StartNs: 1, EndNs: 1, Err: []byte("refused")}, CompletionLen(7), &Completion{}},
 		{"alloc", &Alloc{ID: 8, Node: 1, Buffer: 9, Size: 1 << 33}, AllocSize, &Alloc{}},
 		{"free", &Free{Node: 1, Buffer: 9}, FreeSize, &Free{}},
 		{"copy", &cp, CopyLen(2), &Copy{}},

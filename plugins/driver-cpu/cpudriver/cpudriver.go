@@ -337,6 +337,7 @@ func (d *Driver) runOne(w *worker, r *shm.Ring, name string, refuse error, alive
 		}
 	case refuse != nil:
 		err = refuse
+		c.NotRun = true
 	default:
 		err = d.execute(w)
 	}
