@@ -261,7 +261,9 @@ func (e *engine) start() {
 	e.started = true
 	e.lastCheck = time.Now()
 	e.startedAt = e.lastCheck
-	go e.loop()
+	onThread := make(chan struct{})
+	go e.loop(onThread)
+	<-onThread // tid is set: Runtime.EngineCPU reads it
 }
 
 func (e *engine) stop() {
@@ -493,9 +495,10 @@ func (e *engine) lookup(id uint64) *job {
 }
 
 // loop is the engine's goroutine.
-func (e *engine) loop() {
+func (e *engine) loop(onThread chan<- struct{}) {
 	runtime.LockOSThread()
 	e.tid.Store(int32(syscall.Gettid()))
+	close(onThread)
 	defer func() {
 		for _, c := range *e.ctxs.Load() {
 			c.failAcks(ErrShutdown, false)

@@ -4,9 +4,13 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/starpu-go/starpu/core/internal/loader"
 	"github.com/starpu-go/starpu/pluginapi/driver"
@@ -151,4 +155,35 @@ func (rt *Runtime) ProbePlugins(ctx context.Context) ([]PluginInfo, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// EngineCPU is the CPU time the engine goroutine has used since Init: the
+// core's one goroutine that every completion, release and placement
+// passes through, so its time per task says how far from saturation a run
+// is (bench overhead prints it). It reads the kernel's accounting of the
+// engine's OS thread (the goroutine keeps its thread for life), so it is
+// Linux only; it fails once the engine stopped.
+func (rt *Runtime) EngineCPU() (time.Duration, error) {
+	if rt.engine == nil {
+		return 0, errors.New("engine CPU time: the runtime has no engine")
+	}
+	tid := rt.engine.tid.Load()
+	if tid == 0 {
+		return 0, errors.New("engine CPU time: the engine is not running")
+	}
+	path := fmt.Sprintf("/proc/self/task/%d/schedstat", tid)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("engine CPU time: %w", err)
+	}
+	// "run-time-ns wait-time-ns timeslices"
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("engine CPU time: %s is empty", path)
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("engine CPU time: %s: %w", path, err)
+	}
+	return time.Duration(ns), nil
 }

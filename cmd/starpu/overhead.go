@@ -56,6 +56,11 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 	}
 	mode := "chain"
 	var submitTime time.Duration
+	cpu0, err := rt.EngineCPU()
+	if err != nil {
+		rt.Shutdown()
+		return err
+	}
 	start := time.Now()
 	switch {
 	case *independent:
@@ -90,6 +95,10 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 		err = werr
 	}
 	elapsed := time.Since(start)
+	cpu1, cerr := rt.EngineCPU()
+	if err == nil {
+		err = cerr
+	}
 	for _, h := range handles {
 		if uerr := h.Unregister(); uerr != nil && err == nil {
 			err = uerr
@@ -103,8 +112,10 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 	}
 	per := float64(elapsed.Nanoseconds()) / 1e3 / float64(*ntasks)
 	sub := float64(submitTime.Nanoseconds()) / 1e3 / float64(*ntasks)
-	fmt.Fprintf(out, "overhead: %d empty tasks (%s, %d buffers): total %v, per task %.2f us, submit %.2f us\n", *ntasks, mode, *nbuffers, elapsed, per, sub)
-	kv(out, "overhead", map[string]any{"tasks": *ntasks, "buffers": *nbuffers, "mode": mode, "sched": rt.SchedName(),
-		"per_task_us": per, "submit_us": sub})
+	eng := float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(*ntasks)
+	fmt.Fprintf(out, "overhead: %d empty tasks (%s, %d buffers, %d workers): total %v, per task %.2f us, submit %.2f us, engine CPU %.2f us (%.0f%% busy)\n",
+		*ntasks, mode, *nbuffers, len(rt.Workers()), elapsed, per, sub, eng, 100*eng/per)
+	kv(out, "overhead", map[string]any{"tasks": *ntasks, "buffers": *nbuffers, "mode": mode, "sched": rt.SchedName(), "workers": len(rt.Workers()),
+		"per_task_us": per, "submit_us": sub, "engine_cpu_us": eng})
 	return nil
 }
