@@ -311,10 +311,11 @@ func (tr *tracer) flushRound() {
 	tr.round = tr.round[:0]
 }
 
-// traceTask records j's execution on worker from start to end, and the
-// worker's sleep on its doorbell since its previous completion, from
-// sleep0 to sleep1 (0, 0: none; wire clock nanoseconds); engine
-// goroutine.
+// traceTask records j's execution on worker from start to end, with the
+// implementation it ran and, for a parallel task, its team (worker is
+// its master), and the worker's sleep on its doorbell since its previous
+// completion, from sleep0 to sleep1 (0, 0: none; wire clock
+// nanoseconds); engine goroutine.
 func (rt *Runtime) traceTask(worker int, j *job, start, end, sleep0, sleep1 int64, failed bool) {
 	tr := rt.trace
 	if tr.stream != nil {
@@ -323,7 +324,8 @@ func (rt *Runtime) traceTask(worker int, j *job, start, end, sleep0, sleep1 int6
 			tr.asleep[worker] = [2]int64{}
 		}
 		tr.round = append(tr.round, trace.Rec{Kind: trace.RecRun, ID: j.id, Worker: int32(worker), Start: start, End: end, Footprint: j.footprint, Failed: failed,
-			Posted: j.posted, Predicted: j.predicted, PredictedTransfer: j.predictedTransfer, SleepStart: sleep0, SleepEnd: sleep1})
+			Posted: j.posted, Predicted: j.predicted, PredictedTransfer: j.predictedTransfer, SleepStart: sleep0, SleepEnd: sleep1,
+			Impl: int(j.impl), Team: traceTeam(j.comb)})
 	}
 	if tr.mem == nil {
 		return
@@ -333,6 +335,21 @@ func (rt *Runtime) traceTask(worker int, j *job, start, end, sleep0, sleep1 int6
 		e.Iter, e.NIter = x.iter, x.niter
 	}
 	tr.mem.Add(e)
+}
+
+// traceTeam is the worker IDs of combined worker c, the master first, as
+// a run record lists a parallel task's team; nil for none. It allocates
+// a slice per parallel task, which costs nothing beside a task that
+// occupies a team.
+func traceTeam(c *combinedWorker) []int {
+	if c == nil {
+		return nil
+	}
+	team := make([]int, len(c.ids))
+	for i, id := range c.ids {
+		team[i] = int(id)
+	}
+	return team
 }
 
 // slept keeps the sleep a worker reported on the completion of a copy or

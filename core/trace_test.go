@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/core/internal/trace"
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/sched"
@@ -417,5 +419,152 @@ func benchRWChain(b *testing.B, rt *core.Runtime) {
 		if err := rt.Submit(&tasks[i]); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// readTraceTasks reads the trace in path back with the trace package, its
+// tasks by job number.
+func readTraceTasks(t *testing.T, path string) map[uint64]*trace.Task {
+	t.Helper()
+	tr, err := trace.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[uint64]*trace.Task{}
+	for _, x := range tr.Tasks {
+		byID[x.ID] = x
+	}
+	return byID
+}
+
+// A FORKJOIN task that dmda runs on the combined worker of the two CPU
+// workers is traced with its team, its master first, and the
+// implementation it ran; one that runs alone has no team. dmda calibrates
+// the sizes of a codelet without a model in turn (alone, then the team),
+// so four tasks run both ways.
+func TestTraceParallelTeam(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "team.trace")
+	cfg := testConfig(pluginDir)
+	cfg.NCPU, cfg.Sched, cfg.ModelDir = 2, "dmda", t.TempDir()
+	rt := start(t, core.Options{Config: cfg, TraceFile: path})
+	teams := combinedByID(rt)
+	const n = 8
+	reg := func(d []float64) *core.Handle {
+		h, err := core.RegisterMatrix(rt, d, n, n, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	a, b := reg(make([]float64, n*n)), reg(make([]float64, n*n))
+	modes := []core.Mode{core.R, core.R, core.RW}
+	cl := &core.Codelet{Name: "trace_pgemm", Type: core.ForkJoin, Kernels: map[core.Arch]string{core.CPU: blasarg.ParGemmF64}, Modes: modes}
+	arg := blasarg.GemmArg{Alpha: 1, Beta: 1}.Encode()
+	hs := []*core.Handle{a, b}
+	var tasks []*core.Task
+	for range 4 {
+		c := reg(make([]float64, n*n))
+		hs = append(hs, c)
+		task := &core.Task{Codelet: cl, Handles: []*core.Handle{a, b, c}, Arg: arg}
+		if err := rt.Submit(task); err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, task)
+	}
+	if err := waitAll(t, rt); err != nil {
+		t.Fatal(err)
+	}
+	profs := make([]core.ProfilingInfo, len(tasks))
+	for i, task := range tasks {
+		p, err := rt.Profiling(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		profs[i] = p
+	}
+	for _, h := range hs {
+		if err := h.Unregister(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	byID := readTraceTasks(t, path)
+	onTeam := 0
+	for i, task := range tasks {
+		p, x := profs[i], byID[task.ID()]
+		if x == nil || !x.Ran {
+			t.Fatalf("task %d (job %d) did not run in the trace: %+v", i, task.ID(), x)
+		}
+		var want []int
+		if p.CombinedSize > 1 {
+			onTeam++
+			want = teams[p.CombinedWorker].Members
+			if len(want) != 2 {
+				t.Fatalf("task %d ran on combined worker %d, of members %v: want both CPU workers", i, p.CombinedWorker, want)
+			}
+		}
+		if x.Worker != p.Worker || !slices.Equal(x.Team, want) || x.Impl != p.Implementation || x.Impl < 0 {
+			t.Errorf("task %d traced on worker %d, team %v, implementation %d; Profiling says worker %d, combined worker %d of %d (members %v), implementation %d",
+				i, x.Worker, x.Team, x.Impl, p.Worker, p.CombinedWorker, p.CombinedSize, want, p.Implementation)
+		}
+	}
+	if onTeam == 0 {
+		t.Errorf("no task ran on a team: Profiling says %+v", profs)
+	}
+}
+
+// A codelet with two CPU implementations, which dmda calibrates in turn:
+// each run's trace record names the implementation Profiling reports.
+func TestTraceImplementation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "impl.trace")
+	cfg := testConfig(pluginDir)
+	cfg.Sched, cfg.ModelDir = "dmda", t.TempDir()
+	rt := start(t, core.Options{Config: cfg, TraceFile: path})
+	cl := &core.Codelet{Name: "trace_impls", Impls: map[driver.Arch][]string{driver.CPU: {blasarg.ScalF32, blasarg.Empty}},
+		Modes: []core.Mode{core.RW}, Model: core.HistoryModel}
+	h, err := core.RegisterVector(rt, make([]float32, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := make([]*core.Task, 8)
+	for i := range tasks {
+		tasks[i] = &core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode()}
+		if err := rt.Submit(tasks[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+	impls := make([]int, len(tasks))
+	for i, task := range tasks {
+		p, err := rt.Profiling(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		impls[i] = p.Implementation
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	byID := readTraceTasks(t, path)
+	var ran [2]int
+	for i, task := range tasks {
+		x := byID[task.ID()]
+		if x == nil || !x.Ran || x.Impl != impls[i] || x.Team != nil {
+			t.Fatalf("task %d traced as %+v; Profiling says implementation %d, on one worker", i, x, impls[i])
+		}
+		if x.Impl < 0 || x.Impl > 1 {
+			t.Fatalf("task %d ran implementation %d of 2", i, x.Impl)
+		}
+		ran[x.Impl]++
+	}
+	if ran[0] == 0 || ran[1] == 0 {
+		t.Errorf("runs per implementation %v: dmda calibrates both in turn", ran)
 	}
 }

@@ -35,7 +35,9 @@ type Summary struct {
 // tasks, and the states between them (states.go), each clipped to the
 // makespan.
 type WorkerSummary struct {
-	Worker    Worker
+	Worker Worker
+	// Tasks and Executing count the tasks it ran, a parallel task on
+	// every member of its team.
 	Tasks     int
 	Executing int64
 	// Fetching: waiting for the transfers of its next task's data;
@@ -73,6 +75,7 @@ func (t *Trace) Summarize() Summary {
 		byWorker[w.ID] = &WorkerSummary{Worker: w}
 	}
 	byName := map[string]*CodeletSummary{}
+	var one [1]int
 	for _, x := range t.Tasks {
 		if x.Failed {
 			s.Failed++
@@ -89,13 +92,17 @@ func (t *Trace) Summarize() Summary {
 		}
 		first = false
 		d := x.Duration()
-		w := byWorker[x.Worker]
-		if w == nil {
-			w = &WorkerSummary{Worker: Worker{ID: x.Worker, Name: fmt.Sprintf("worker %d", x.Worker)}}
-			byWorker[x.Worker] = w
+		// Every member of a team executes its task (and counts it); the
+		// codelet counts it once.
+		for _, id := range x.ranOn(&one) {
+			w := byWorker[id]
+			if w == nil {
+				w = &WorkerSummary{Worker: Worker{ID: id, Name: fmt.Sprintf("worker %d", id)}}
+				byWorker[id] = w
+			}
+			w.Tasks++
+			w.Executing += d
 		}
-		w.Tasks++
-		w.Executing += d
 		c := byName[x.Kind()]
 		if c == nil {
 			c = &CodeletSummary{Name: x.Kind(), Min: d, Max: d}

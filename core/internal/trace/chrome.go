@@ -7,6 +7,9 @@ package trace
 // and the jobs that released it in args; a dependency is also a flow
 // (ph "s" in the predecessor, "f" in the successor) so that Perfetto draws
 // the arrow; a transfer is a complete event on its bus link's row (pid 2).
+// A parallel task that ran on a team is a complete event on each member's
+// row, named "NAME (team of N, master W)" on the other members, with the
+// same args (its team in "team"); its flows start and end on its master's.
 // A worker's states between tasks (states.go: idle, sleeping,
 // scheduling, fetching) are complete events of category "state" on its
 // row; plugin process events are instants on
@@ -93,9 +96,9 @@ func (c *chromeSink) pending(id uint64) *pendingTask {
 	if p == nil {
 		if n := len(c.free); n > 0 {
 			p, c.free = c.free[n-1], c.free[:n-1]
-			iter, hs, preds, flows := p.Iter[:0], p.Handles[:0], p.Preds[:0], p.flows[:0]
+			iter, hs, preds, team, flows := p.Iter[:0], p.Handles[:0], p.Preds[:0], p.Team[:0], p.flows[:0]
 			*p = pendingTask{Task: newTask(id), flows: flows}
-			p.Iter, p.Handles, p.Preds = iter, hs, preds
+			p.Iter, p.Handles, p.Preds, p.Team = iter, hs, preds, team
 		} else {
 			p = &pendingTask{Task: newTask(id)}
 		}
@@ -282,6 +285,20 @@ func taskArgs(b []byte, p *Task) []byte {
 		b = append(b, `,"sleep_end":`...)
 		b = us(b, p.SleepEnd)
 	}
+	if p.Impl >= 0 {
+		b = append(b, `,"impl":`...)
+		b = strconv.AppendInt(b, int64(p.Impl), 10)
+	}
+	if len(p.Team) > 0 {
+		b = append(b, `,"team":[`...)
+		for i, w := range p.Team {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(w), 10)
+		}
+		b = append(b, ']')
+	}
 	if len(p.Iter) > 0 {
 		b = append(b, `,"iteration":`...)
 		b = strconv.AppendInt(b, p.Iter[0], 10)
@@ -333,20 +350,26 @@ func (c *chromeSink) task(p *pendingTask) error {
 	if name == "" {
 		name = "task"
 	}
-	b := append(c.scrat[:0], `{"name":`...)
-	b = strconv.AppendQuote(b, name)
-	b = append(b, `,"cat":"task","ph":"X","ts":`...)
-	b = us(b, p.Start)
-	b = append(b, `,"dur":`...)
-	b = us(b, p.End-p.Start)
-	b = append(b, `,"pid":1,"tid":`...)
-	b = strconv.AppendInt(b, int64(p.Worker), 10)
-	b = append(b, ',')
-	b = taskArgs(b, &p.Task)
-	b = append(b, '}')
-	c.scrat = b
-	if err := c.event(b); err != nil {
-		return err
+	var one [1]int
+	for i, w := range p.ranOn(&one) {
+		if i == 1 {
+			name = p.memberName()
+		}
+		b := append(c.scrat[:0], `{"name":`...)
+		b = strconv.AppendQuote(b, name)
+		b = append(b, `,"cat":"task","ph":"X","ts":`...)
+		b = us(b, p.Start)
+		b = append(b, `,"dur":`...)
+		b = us(b, p.End-p.Start)
+		b = append(b, `,"pid":1,"tid":`...)
+		b = strconv.AppendInt(b, int64(w), 10)
+		b = append(b, ',')
+		b = taskArgs(b, &p.Task)
+		b = append(b, '}')
+		c.scrat = b
+		if err := c.event(b); err != nil {
+			return err
+		}
 	}
 	for _, f := range p.flows {
 		b := append(c.scrat[:0], `{"name":"dep","cat":"dep","ph":"f","bp":"e","id":`...)
@@ -664,6 +687,8 @@ type chromeTaskArgs struct {
 	PredXfer  *float64 `json:"predicted_transfer"`
 	SleepFrom *float64 `json:"sleep_start"`
 	SleepTo   *float64 `json:"sleep_end"`
+	Impl      *int     `json:"impl"`
+	Team      []int    `json:"team"`
 	Iteration *int64   `json:"iteration"`
 	Outer     *int64   `json:"outer_iteration"`
 	Deps      []uint64 `json:"deps"`
@@ -791,6 +816,9 @@ func readChrome(r io.Reader) (*Trace, error) {
 					return nil, fmt.Errorf("%w: task args: %w", errCorrupt, err)
 				}
 			}
+			if len(a.Team) > 1 && e.Tid != a.Team[0] {
+				break // a team member's copy: its master's event has it all
+			}
 			id := anon
 			if a.ID != nil {
 				id = *a.ID
@@ -808,6 +836,12 @@ func readChrome(r io.Reader) (*Trace, error) {
 			}
 			if a.SleepFrom != nil && a.SleepTo != nil {
 				x.SleepStart, x.SleepEnd = nsOf(*a.SleepFrom), nsOf(*a.SleepTo)
+			}
+			if a.Impl != nil {
+				x.Impl = *a.Impl
+			}
+			if len(a.Team) > 0 {
+				x.Team = a.Team
 			}
 			if a.Tag != nil {
 				x.Tag, x.HasTag = *a.Tag, true

@@ -74,11 +74,40 @@ type Task struct {
 	// task's (the first's start, the last's end); 0 none. The states
 	// (states.go) clip them to the gap before the task.
 	SleepStart, SleepEnd int64
+	// Impl is the index of the codelet's implementation that ran, among
+	// those for Worker's architecture (ProfilingInfo.Implementation); -1
+	// unknown.
+	Impl int
+	// Team lists the workers of the combined worker a parallel task ran
+	// on, the master (Worker, whose driver timed it) first; nil for a task
+	// on one worker. Every member ran it from Start to End.
+	Team []int
 }
 
 // newTask is a task known by its number only.
 func newTask(id uint64) Task {
-	return Task{ID: id, Worker: -1, Predicted: -1, PredictedTransfer: -1}
+	return Task{ID: id, Worker: -1, Predicted: -1, PredictedTransfer: -1, Impl: -1}
+}
+
+// ranOn lists the workers t ran on: its team, else its worker alone, in
+// one (so that a task on one worker costs no allocation).
+func (t *Task) ranOn(one *[1]int) []int {
+	if len(t.Team) > 0 {
+		return t.Team
+	}
+	one[0] = t.Worker
+	return one[:]
+}
+
+// memberName names a team task's slice on a member other than its master
+// (the Chrome and Perfetto traces draw one on every member): its name,
+// the team's size and its master.
+func (t *Task) memberName() string {
+	name := t.Name
+	if name == "" {
+		name = "task"
+	}
+	return fmt.Sprintf("%s (team of %d, master %d)", name, len(t.Team), t.Worker)
 }
 
 // Duration is the task's execution time, 0 when it did not run.

@@ -12,6 +12,9 @@ package trace
 //	run:      id, worker, start, end, footprint, flags,
 //	          [predicted, predicted transfer]        when flags has runPredicted
 //	          [start - sleep start, start - sleep end] when flags has runSlept
+//	          [implementation]                       when flags has runImpl
+//	          [n, n x worker]                        when flags has runTeam: the
+//	                                                 team, the master (worker) first
 //	edge:     from, to, from's worker, start, end
 //	xfer:     src, dst, bytes, handle, start, end, flags
 //	worker:   id, node, arch (string), name (string)
@@ -31,7 +34,11 @@ package trace
 // (each handle's footprint in submit) and the run flag runSlept, which an
 // older reader would misread rather than refuse: it has a magic of its
 // own, which those readers do not recognise. Version 1 traces still read,
-// with no handle footprints and no sleeping.
+// with no handle footprints and no sleeping. Version 3 adds the run flags
+// runImpl and runTeam (the implementation that ran, a parallel task's
+// team), whose fields a version 2 reader would misread as the next
+// record: a magic of its own again. Version 1 and 2 traces read with
+// every implementation unknown and every task on one worker.
 //
 // Times are nanoseconds since the runtime's Init (time 0), zigzag
 // varints; ids and sizes are uvarints; strings in name records are
@@ -45,9 +52,11 @@ import (
 	"math"
 )
 
-// Magic opens a native trace file; magicV1 opened those of version 1.
+// Magic opens a native trace file; magicV2 and magicV1 opened those of
+// versions 2 and 1.
 const (
-	Magic   = "STARPU-TRACE 2\n"
+	Magic   = "STARPU-TRACE 3\n"
+	magicV2 = "STARPU-TRACE 2\n"
 	magicV1 = "STARPU-TRACE 1\n"
 )
 
@@ -56,6 +65,8 @@ const (
 func nativeVersion(head []byte) int {
 	switch string(head) {
 	case Magic:
+		return 3
+	case magicV2:
 		return 2
 	case magicV1:
 		return 1
@@ -94,6 +105,12 @@ const (
 	// runSlept: the run record carries when its worker slept before it
 	// (version 2).
 	runSlept = 1 << 3
+	// runImpl: the run record carries the index of the implementation
+	// that ran (version 3).
+	runImpl = 1 << 4
+	// runTeam: the task ran on a team of workers (a parallel task on a
+	// combined worker), which the record lists (version 3).
+	runTeam = 1 << 5
 	// commSend: the communication is a send (else a receive).
 	commSend = 1 << 1
 )
@@ -183,8 +200,13 @@ func (r *reader) i() int64 {
 }
 
 // maxString bounds a string's length, so that a corrupt length cannot ask
-// for gigabytes.
-const maxString = 1 << 20
+// for gigabytes; maxTeam a team's size and maxImpl an implementation's
+// index likewise.
+const (
+	maxString = 1 << 20
+	maxTeam   = 1 << 16
+	maxImpl   = 1 << 16
+)
 
 func (r *reader) str() string {
 	n := r.u()
@@ -373,7 +395,40 @@ func (r *reader) run(x *Task) {
 			r.err = fmt.Errorf("%w: job %d slept from %d to %d ns", errCorrupt, x.ID, x.SleepStart, x.SleepEnd)
 		}
 	}
+	x.Impl = -1
+	if flags&runImpl != 0 {
+		v := r.u()
+		if r.err == nil && v > maxImpl {
+			r.err = fmt.Errorf("%w: job %d ran implementation %d", errCorrupt, x.ID, v)
+		}
+		x.Impl = int(v)
+	}
+	// Reused, as Iter and Handles: nil for a task read afresh.
+	x.Team = x.Team[:0]
+	if flags&runTeam != 0 {
+		r.team(x)
+	}
 	x.Ran = r.err == nil
+}
+
+// team reads a run record's team into x: its size, then its workers, the
+// master first, which is the worker the record names.
+func (r *reader) team(x *Task) {
+	n := r.u()
+	if r.err == nil && (n < 2 || n > maxTeam) {
+		r.err = fmt.Errorf("%w: job %d ran on a team of %d workers", errCorrupt, x.ID, n)
+		return
+	}
+	for k := uint64(0); k < n && r.err == nil; k++ {
+		w := r.u()
+		if r.err == nil && w > math.MaxInt32 {
+			r.err = fmt.Errorf("%w: job %d ran on a team with worker %d", errCorrupt, x.ID, w)
+		}
+		x.Team = append(x.Team, int(w))
+	}
+	if r.err == nil && x.Team[0] != x.Worker {
+		r.err = fmt.Errorf("%w: job %d ran on worker %d, but its team's master is %d", errCorrupt, x.ID, x.Worker, x.Team[0])
+	}
 }
 
 // plugin reads a plugin record.

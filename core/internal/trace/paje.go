@@ -16,7 +16,8 @@ package trace
 //	                                                    > MPICt "MPI Communication Thread"
 //
 // A worker's thread state (type S) is the codelet it executes (values
-// named after the codelets, as StarPU's), Fi (FetchingInput), Sc
+// named after the codelets, as StarPU's; a parallel task's on every
+// member of its team), Fi (FetchingInput), Sc
 // (Scheduling), Sl (Sleeping, StarPU's value for a worker asleep waiting
 // for work) or Id (Idle: awake and waiting, where StarPU would show
 // Overhead; see states.go). A transfer is a link of type L from the source node's
@@ -227,9 +228,16 @@ func (t *Trace) WritePaje(w io.Writer, s Summary) error {
 		val        string
 	}
 	segs := map[int][]seg{}
+	var one [1]int
 	for _, x := range t.Tasks {
-		if x.Ran && workers[x.Worker] {
-			segs[x.Worker] = append(segs[x.Worker], seg{x.Start, x.End, value[x.Kind()]})
+		if !x.Ran {
+			continue
+		}
+		// A team's task is its codelet's state on every member's thread.
+		for _, w := range x.ranOn(&one) {
+			if workers[w] {
+				segs[w] = append(segs[w], seg{x.Start, x.End, value[x.Kind()]})
+			}
 		}
 	}
 	for _, st := range t.States {

@@ -38,7 +38,11 @@ package trace
 // driver running tasks asynchronously) go to extra lanes, child tracks
 // named "ROW #2", ...: Perfetto nests the slices of a track and would
 // draw overlapping ones as wrongly nested. A dependency between two tasks
-// that ran is a flow from the predecessor's slice to the successor's.
+// that ran is a flow from the predecessor's slice to the successor's. A
+// parallel task that ran on a team is a slice on every member's row,
+// named "NAME (team of N, master W)" on the members other than its
+// master, with the same annotations (its team in "team"); its flows
+// start and end on its master's.
 // Event names are interned (one sequence, its incremental state cleared
 // by the first packet): a million tasks of four codelets name four
 // strings.
@@ -441,6 +445,18 @@ func (s *pfSink) task(x *Task, flows []pfFlow) {
 	}
 	s.byJob[x.ID] = i
 	s.held += len(sl.annots)
+	// A team's other members ran it too: a slice on each, with no flow
+	// (those start and end on the master's) and out of byJob.
+	if len(x.Team) < 2 {
+		return
+	}
+	name := x.memberName()
+	for _, w := range x.Team[1:] {
+		_, m := s.slice(s.workerRow(w), x.Start, x.End)
+		m.name, m.cat = name, "task"
+		m.annots = s.taskAnnots(m.annots, x)
+		s.held += len(m.annots)
+	}
 }
 
 // anchor draws flow f from an instant in its predecessor's time, on its
@@ -589,6 +605,20 @@ func (s *pfSink) taskAnnots(b []byte, x *Task) []byte {
 	if x.Failed {
 		b = pfAnnot(b, "failed", pfDABool, 1, nil)
 	}
+	if x.Impl >= 0 {
+		b = pfAnnot(b, "impl", pfDAInt, uint64(x.Impl), nil)
+	}
+	if len(x.Team) > 0 {
+		h := s.scratch[:0]
+		for i, w := range x.Team {
+			if i > 0 {
+				h = append(h, ' ')
+			}
+			h = strconv.AppendInt(h, int64(w), 10)
+		}
+		s.scratch = h
+		b = pfAnnot(b, "team", pfDAString, 0, h)
+	}
 	if len(x.Iter) > 0 {
 		b = pfAnnot(b, "iteration", pfDAInt, uint64(x.Iter[0]), nil)
 	}
@@ -705,9 +735,9 @@ func (c *pfConverter) pending(id uint64) *pfTask {
 	if p == nil {
 		if n := len(c.free); n > 0 {
 			p, c.free = c.free[n-1], c.free[:n-1]
-			iter, hs, flows := p.Iter[:0], p.Handles[:0], p.flows[:0]
+			iter, hs, team, flows := p.Iter[:0], p.Handles[:0], p.Team[:0], p.flows[:0]
 			*p = pfTask{Task: newTask(id), flows: flows}
-			p.Iter, p.Handles = iter, hs
+			p.Iter, p.Handles, p.Team = iter, hs, team
 		} else {
 			p = &pfTask{Task: newTask(id)}
 		}

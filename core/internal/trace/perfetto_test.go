@@ -339,8 +339,9 @@ func (ps pfSets) add(kind, k string, detail bool) {
 	p.add(k)
 }
 
-// wantPerfetto is what a Perfetto trace of tr should hold: each task,
-// state, transfer, communication, plugin event and flow once.
+// wantPerfetto is what a Perfetto trace of tr should hold: each task
+// (a team's on each member), state, transfer, communication, plugin
+// event and flow once.
 func wantPerfetto(tr *Trace, detail bool) pfSets {
 	ps := pfSets{}
 	wname := map[int]string{}
@@ -359,6 +360,11 @@ func wantPerfetto(tr *Trace, detail bool) pfSets {
 		switch {
 		case x.Ran:
 			ps.add("task", pk(wname[x.Worker], name, x.Start, x.End, x.ID), detail)
+			if len(x.Team) > 1 {
+				for _, w := range x.Team[1:] {
+					ps.add("task", pk(wname[w], x.memberName(), x.Start, x.End, x.ID), detail)
+				}
+			}
 			for _, p := range x.Preds {
 				if q := byID[p]; q != nil && q.Ran {
 					ps.add("flow", pk(p, x.ID), detail)

@@ -2,7 +2,8 @@ package trace
 
 // The Gantt chart: one row per worker, per bus link and per peer rank
 // communicated with, tasks coloured by codelet (a task's tooltip lists
-// its handles with their modes, sizes and footprints), the workers'
+// its implementation, its team and its handles with their modes, sizes
+// and footprints; a parallel task is drawn on every member), the workers'
 // states between tasks (idle, sleeping, scheduling, fetching: states.go)
 // shaded and labelled, the critical path outlined and joined. Tasks narrower than a pixel merge with their neighbours of the
 // same codelet, so that a run of a million tasks draws as a few thousand
@@ -165,9 +166,14 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 		rows = append(rows, row{label: wk.Worker.Name})
 	}
 	perRow := make([][]*Task, len(rows))
+	var one [1]int
 	for _, x := range t.Tasks {
-		if x.Ran {
-			if r, ok := rowOf[x.Worker]; ok {
+		if !x.Ran {
+			continue
+		}
+		// A team's task is drawn on every member's row.
+		for _, w := range x.ranOn(&one) {
+			if r, ok := rowOf[w]; ok {
 				perRow[r] = append(perRow[r], x)
 			}
 		}
@@ -200,6 +206,12 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 			title := fmt.Sprintf("%s (job %d): %s, from %s to %s", x.Name, x.ID, human(x.Duration()), human(x.Start), human(x.End))
 			if x.Failed {
 				title += ", failed"
+			}
+			if x.Impl >= 0 {
+				title += fmt.Sprintf(", implementation %d", x.Impl)
+			}
+			if len(x.Team) > 0 {
+				title += fmt.Sprintf(", on a team of %d (workers %v, master %d)", len(x.Team), x.Team, x.Worker)
 			}
 			title += handlesNote(x.Handles)
 			items[i] = item{start: x.Start, end: x.End, fill: fills[x.Kind()], crit: crit[x.ID], kind: x.Kind(), title: title}

@@ -28,6 +28,9 @@ package trace
 // After a worker's last task it is idle to the end of the run: no
 // completion reports the sleep after it.
 //
+// A parallel task that ran on a team (Task.Team) counts on every member:
+// each has its gap before it, and none is idle while it runs.
+//
 // Rejected: a record per state change from the drivers (a message per
 // wake-up on the hot path, for what one completion can carry), and timing
 // the gaps on the engine goroutine (a clock read per dispatch on the
@@ -146,9 +149,24 @@ func (d *stateDeriver) transfer(x Transfer) {
 	r.n++
 }
 
-// run derives the states of t's worker before t, which ran there.
+// run derives the states before t of every worker that ran it: its
+// worker, or each member of its team (a member running a team's task is
+// executing, not idle). The sleep its record carries is its worker's,
+// the master's: the other members do not report theirs.
 func (d *stateDeriver) run(t *Task) {
-	w := t.Worker
+	var one [1]int
+	for i, w := range t.ranOn(&one) {
+		sleep := [2]int64{t.SleepStart, t.SleepEnd}
+		if i > 0 {
+			sleep = [2]int64{}
+		}
+		d.runOn(w, t, sleep)
+	}
+}
+
+// runOn derives the states of worker w before t, which ran there, w
+// having slept within sleep ({0, 0} none).
+func (d *stateDeriver) runOn(w int, t *Task, sleep [2]int64) {
 	g0, ok := d.lastEnd[w]
 	if !ok {
 		d.workers = append(d.workers, w)
@@ -188,7 +206,7 @@ func (d *stateDeriver) run(t *Task) {
 	if ready == 0 && !t.Submitted {
 		ready = g1 // nothing says when it was ready: idle
 	}
-	classify(g0, g1, ready, [2]int64{t.SleepStart, t.SleepEnd}, fetch, func(k StateKind, s, e int64) {
+	classify(g0, g1, ready, sleep, fetch, func(k StateKind, s, e int64) {
 		d.emit(State{Worker: w, Kind: k, Start: s, End: e, Task: t.ID})
 	})
 }

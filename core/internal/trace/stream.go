@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -310,7 +311,9 @@ type RecKind uint8
 
 // The records a producer may batch.
 const (
-	// RecRun is Run(ID, Worker, Start, End, Footprint, Failed).
+	// RecRun is Run(ID, Worker, Start, End, Footprint, Failed), with
+	// the fields only a Rec has (Posted, the predictions, the sleep, Impl,
+	// Team).
 	RecRun RecKind = iota
 	// RecEdge is Edge(ID, To, Worker, Start, End): ID released To.
 	RecEdge
@@ -335,11 +338,23 @@ type Rec struct {
 	// SleepStart and SleepEnd are when the run's worker slept before it
 	// (Task's), 0 none.
 	SleepStart, SleepEnd int64
+	// Impl is the implementation that ran (Task's), -1 unknown.
+	Impl int
+	// Team is the workers of the combined worker the task ran on, the
+	// master (Worker) first; nil for a task on one worker. The record
+	// only reads it.
+	Team []int
 }
 
-// maxRec bounds a batched record's size: a run record with predictions
-// and a sleep takes up to 82 bytes.
+// maxRec bounds a batched record's size: a run record with predictions,
+// a sleep and an implementation takes up to 92 bytes, plus its team's
+// (recLen).
 const maxRec = 96
+
+// recLen bounds r's encoded size.
+func recLen(r *Rec) int {
+	return maxRec + binary.MaxVarintLen64*(1+len(r.Team))
+}
 
 // Write records recs, in order, under one lock.
 func (s *Stream) Write(recs []Rec) {
@@ -349,7 +364,7 @@ func (s *Stream) Write(recs []Rec) {
 	a := &s.a
 	for i := range recs {
 		r := &recs[i]
-		s.flushIfFull(maxRec)
+		s.flushIfFull(recLen(r))
 		switch r.Kind {
 		case RecRun:
 			a.b = append(a.b, kindRun)
@@ -373,6 +388,14 @@ func (s *Stream) Write(recs []Rec) {
 			if slept {
 				flags |= runSlept
 			}
+			if r.Impl >= 0 {
+				flags |= runImpl
+			}
+			// A team of one is a task on one worker.
+			team := len(r.Team) > 1
+			if team {
+				flags |= runTeam
+			}
 			a.u(flags)
 			if pred {
 				a.i(r.Predicted)
@@ -382,6 +405,15 @@ func (s *Stream) Write(recs []Rec) {
 				// Before the start: short varints.
 				a.i(r.Start - r.SleepStart)
 				a.i(r.Start - r.SleepEnd)
+			}
+			if r.Impl >= 0 {
+				a.u(uint64(r.Impl))
+			}
+			if team {
+				a.u(uint64(len(r.Team)))
+				for _, w := range r.Team {
+					a.u(uint64(w))
+				}
 			}
 		case RecEdge:
 			a.b = append(a.b, kindEdge)

@@ -40,7 +40,7 @@ func record(s *Stream) {
 	s.Ready(1, origin+30)
 	s.Transfer(Transfer{Src: 0, Dst: 1, Bytes: 64, Handle: 5, Start: origin + 35, End: origin + 40})
 	s.Write([]Rec{
-		{Kind: RecRun, ID: 1, Worker: 0, Start: origin + 40, End: origin + 100, Footprint: 0xbeef, Posted: true, Predicted: 55, PredictedTransfer: 0},
+		{Kind: RecRun, ID: 1, Worker: 0, Start: origin + 40, End: origin + 100, Footprint: 0xbeef, Posted: true, Predicted: 55, PredictedTransfer: 0, Impl: 1},
 		{Kind: RecEdge, ID: 1, To: 2, Worker: 0, Start: origin + 40, End: origin + 100},
 		{Kind: RecEdge, ID: 1, To: 3, Worker: 0, Start: origin + 40, End: origin + 100},
 	})
@@ -60,11 +60,11 @@ func wantTrace(format string) *Trace {
 			{ID: 1, Name: "a", Codelet: "gemm", Model: "m", Priority: 3, Tag: 7, HasTag: true, Flops: 2e9, Iter: []int64{4, 9},
 				Handles:   []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64, Footprint: 0xa5a5a5a5, Name: "A"}, {Handle: 6, Mode: ModeR, Size: 32, Footprint: 6}},
 				Submitted: true, Ran: true, Submit: 10, Ready: 30, Worker: 0, Start: 40, End: 100, Footprint: 0xbeef,
-				Posted: true, Predicted: 55, PredictedTransfer: 0},
+				Posted: true, Predicted: 55, PredictedTransfer: 0, Impl: 1},
 			{ID: 2, Name: "b[0]", Codelet: "gemm", Handles: []Access{{Handle: 5, Mode: ModeR, Size: 64, Footprint: 0xa5a5a5a5, Name: "A"}}, Preds: []uint64{1},
 				Submitted: true, Ran: true, Submit: 20, Ready: 110, Worker: 1, Start: 120, End: 150, Footprint: 0xbeef, Failed: true,
-				Predicted: -1, PredictedTransfer: -1},
-			{ID: 3, Name: "sync", Preds: []uint64{1}, Submitted: true, Submit: 25, Worker: -1, Predicted: -1, PredictedTransfer: -1},
+				Predicted: -1, PredictedTransfer: -1, Impl: -1},
+			{ID: 3, Name: "sync", Preds: []uint64{1}, Submitted: true, Submit: 25, Worker: -1, Predicted: -1, PredictedTransfer: -1, Impl: -1},
 		},
 		Transfers: []Transfer{{Src: 0, Dst: 1, Bytes: 64, Handle: 5, Start: 35, End: 40}},
 		// Worker 0 (RAM) waits for task 1 from the first submission, then
@@ -277,7 +277,7 @@ func TestReadVersion1(t *testing.T) {
 	a.u(0)
 	a.b = append(a.b, kindEnd)
 	want := &Task{ID: 7, Name: "scal", Codelet: "scal", Handles: []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64}},
-		Submitted: true, Ran: true, Submit: 10, Start: 20, End: 30, Footprint: 0xbeef, Predicted: -1, PredictedTransfer: -1}
+		Submitted: true, Ran: true, Submit: 10, Start: 20, End: 30, Footprint: 0xbeef, Predicted: -1, PredictedTransfer: -1, Impl: -1}
 	var j bytes.Buffer
 	if err := ConvertChrome(&j, bytes.NewReader(a.b)); err != nil {
 		t.Fatalf("ConvertChrome: %v", err)
