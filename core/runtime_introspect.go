@@ -164,10 +164,10 @@ func (rt *Runtime) ProbePlugins(ctx context.Context) ([]PluginInfo, error) {
 // engine's OS thread (the goroutine keeps its thread for life), so it is
 // Linux only; it fails once the engine stopped.
 func (rt *Runtime) EngineCPU() (time.Duration, error) {
-	if rt.engine == nil {
-		return 0, errors.New("engine CPU time: the runtime has no engine")
+	var tid int32
+	if rt.engine != nil {
+		tid = rt.engine.tid.Load()
 	}
-	tid := rt.engine.tid.Load()
 	if tid == 0 {
 		return 0, errors.New("engine CPU time: the engine is not running")
 	}
@@ -176,7 +176,12 @@ func (rt *Runtime) EngineCPU() (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("engine CPU time: %w", err)
 	}
-	// "run-time-ns wait-time-ns timeslices"
+	return parseSchedstat(path, b)
+}
+
+// parseSchedstat reads the time on CPU from a thread's schedstat file
+// ("run-time-ns wait-time-ns timeslices").
+func parseSchedstat(path string, b []byte) (time.Duration, error) {
 	f := strings.Fields(string(b))
 	if len(f) == 0 {
 		return 0, fmt.Errorf("engine CPU time: %s is empty", path)

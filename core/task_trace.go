@@ -325,7 +325,7 @@ func (rt *Runtime) traceTask(worker int, j *job, start, end, sleep0, sleep1 int6
 		}
 		tr.round = append(tr.round, trace.Rec{Kind: trace.RecRun, ID: j.id, Worker: int32(worker), Start: start, End: end, Footprint: j.footprint, Failed: failed,
 			Posted: j.posted, Predicted: j.predicted, PredictedTransfer: j.predictedTransfer, SleepStart: sleep0, SleepEnd: sleep1,
-			Impl: int(j.impl), Team: traceTeam(j.comb)})
+			Impl: int16(j.impl), Team: traceTeam(j.comb)})
 	}
 	if tr.mem == nil {
 		return

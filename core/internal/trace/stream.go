@@ -328,18 +328,19 @@ const (
 type Rec struct {
 	Kind           RecKind
 	Failed, Posted bool
-	Worker         int32
-	Footprint      uint32
-	ID, To         uint64
-	Start, End     int64
+	// Impl is the implementation that ran (Task's), -1 unknown; an int16
+	// where the fields' padding leaves room.
+	Impl       int16
+	Worker     int32
+	Footprint  uint32
+	ID, To     uint64
+	Start, End int64
 	// Predicted and PredictedTransfer are a run's predictions (Task's),
 	// -1 unknown; both unknown, the record leaves them out.
 	Predicted, PredictedTransfer int64
 	// SleepStart and SleepEnd are when the run's worker slept before it
 	// (Task's), 0 none.
 	SleepStart, SleepEnd int64
-	// Impl is the implementation that ran (Task's), -1 unknown.
-	Impl int
 	// Team is the workers of the combined worker the task ran on, the
 	// master (Worker) first; nil for a task on one worker. The record
 	// only reads it.

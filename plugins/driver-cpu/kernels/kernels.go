@@ -46,8 +46,8 @@ func Library() []kernel.Kernel {
 		{Name: blasarg.ParGemmF64, Func: parGemmKernel(blasarg.ParGemmF64, blas.Dgemm)},
 		{Name: blasarg.ParPotrfF32, Func: parPotrfKernel(blasarg.ParPotrfF32, blas.Spotrf, blas.Strsm, blas.Ssyrk, blas.Sgemm)},
 		{Name: blasarg.ParPotrfF64, Func: parPotrfKernel(blasarg.ParPotrfF64, blas.Dpotrf, blas.Dtrsm, blas.Dsyrk, blas.Dgemm)},
-		{Name: blasarg.SpmdScalF32, Func: spmdScalKernel(blasarg.SpmdScalF32, blas.Sscal)},
-		{Name: blasarg.SpmdScalF64, Func: spmdScalKernel(blasarg.SpmdScalF64, blas.Dscal)},
+		{Name: blasarg.SpmdScalF32, Func: scalKernel(blasarg.SpmdScalF32, blas.Sscal)},
+		{Name: blasarg.SpmdScalF64, Func: scalKernel(blasarg.SpmdScalF64, blas.Dscal)},
 	}...)
 }
 
@@ -61,6 +61,9 @@ type float interface{ float32 | float64 }
 // (32-bit) holds.
 const maxDim = 1<<31 - 1
 
+// scalKernel scales a vector, or a matrix column by column. It is also
+// the SPMD scal: rank r of CombinedSize scales its slice of the vector, or
+// its columns of the matrix (on one worker, rank 0 of 1: all of it).
 func scalKernel[T float](name string, f func(int, T, []T, int) error) kernel.Func {
 	return func(ctx *kernel.Context) error {
 		if err := count(name, ctx, 1); err != nil {
@@ -70,13 +73,15 @@ func scalKernel[T float](name string, f func(int, T, []T, int) error) kernel.Fun
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		size, rank := ctx.CombinedSize(), ctx.CombinedRank()
 		if len(ctx.Buffers) == 1 && ctx.Buffers[0].Interface == kernel.Matrix {
 			// A matrix (a tile of a bigger one, say) is scaled column by column.
 			m, err := matrix[T](name, ctx, 0, "x", true)
 			if err != nil {
 				return err
 			}
-			for j := 0; j < m.cols; j++ {
+			lo, hi := split(m.cols, size, rank)
+			for j := lo; j < hi; j++ {
 				if err := f(m.rows, T(arg.Alpha), m.d[j*m.ld:j*m.ld+m.rows], 1); err != nil {
 					return wrap(name, err)
 				}
@@ -87,7 +92,8 @@ func scalKernel[T float](name string, f func(int, T, []T, int) error) kernel.Fun
 		if err != nil {
 			return err
 		}
-		return wrap(name, f(len(x), T(arg.Alpha), x, 1))
+		lo, hi := split(len(x), size, rank)
+		return wrap(name, f(hi-lo, T(arg.Alpha), x[lo:hi], 1))
 	}
 }
 

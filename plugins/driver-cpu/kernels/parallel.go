@@ -11,13 +11,11 @@ package kernels
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"sync"
 
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blas"
-	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 )
 
 // forkJoin runs f(i) for i in [0, parts) on parts goroutines, the calling
@@ -157,41 +155,4 @@ func shiftColumn(err error, k int) error {
 		return &blas.NotPositiveDefiniteError{Column: npd.Column + k}
 	}
 	return err
-}
-
-// spmdScalKernel is an SPMD scal: rank r of CombinedSize scales its slice
-// of the vector, or its columns of the matrix.
-func spmdScalKernel[T float](name string, f func(int, T, []T, int) error) kernel.Func {
-	return func(ctx *kernel.Context) error {
-		if err := count(name, ctx, 1); err != nil {
-			return err
-		}
-		arg, err := blasarg.DecodeScalArg(ctx.Arg)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		size, rank := ctx.CombinedSize(), ctx.CombinedRank()
-		if len(ctx.Buffers) == 1 && ctx.Buffers[0].Interface == kernel.Matrix {
-			m, err := matrix[T](name, ctx, 0, "x", true)
-			if err != nil {
-				return err
-			}
-			lo, hi := split(m.cols, size, rank)
-			for j := lo; j < hi; j++ {
-				if err := f(m.rows, T(arg.Alpha), m.d[j*m.ld:j*m.ld+m.rows], 1); err != nil {
-					return wrap(name, err)
-				}
-			}
-			return nil
-		}
-		x, err := vector[T](name, ctx, 0, "x", true)
-		if err != nil {
-			return err
-		}
-		lo, hi := split(len(x), size, rank)
-		if lo == hi {
-			return nil
-		}
-		return wrap(name, f(hi-lo, T(arg.Alpha), x[lo:hi], 1))
-	}
 }

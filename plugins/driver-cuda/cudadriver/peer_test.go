@@ -45,6 +45,18 @@ func fakeCalls(t *testing.T, path string, kinds ...string) []string {
 	return out
 }
 
+// peerCases are the ways two GPUs may stand to each other: with peer
+// access, with it turned off, and without it (the fake's setting).
+var peerCases = []struct {
+	name string
+	env  []string
+	peer bool
+}{
+	{"peer access", nil, true},
+	{"turned off", []string{EnvGPUDirect + "=0"}, false},
+	{"not supported", []string{"CUDA_FAKE_PEER=0"}, false},
+}
+
 // TestPeerCopies: with two GPUs that can access each other's memory, each
 // node names the other as its peer, and a Copy from one GPU's buffer to
 // the other's, sent to the source's worker, is one cuMemcpyPeerAsync per
@@ -54,15 +66,7 @@ func fakeCalls(t *testing.T, path string, kinds ...string) []string {
 // or missing (the fake's CUDA_FAKE_PEER=0) there are no peers, and such a
 // copy is refused as naming a node the worker cannot reach.
 func TestPeerCopies(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  []string
-		peer bool
-	}{
-		{"peer access", nil, true},
-		{"turned off", []string{EnvGPUDirect + "=0"}, false},
-		{"not supported", []string{"CUDA_FAKE_PEER=0"}, false},
-	} {
+	for _, tc := range peerCases {
 		for _, md := range modes {
 			t.Run(tc.name+"/"+md.name, func(t *testing.T) {
 				need(t)

@@ -282,15 +282,7 @@ func TestRuntimeDeviceMemory(t *testing.T) {
 // values are right either way.
 func TestRuntimePeerCopy(t *testing.T) {
 	need(t)
-	for _, pc := range []struct {
-		name string
-		env  []string
-		peer bool
-	}{
-		{"peer access", nil, true},
-		{"turned off", []string{EnvGPUDirect + "=0"}, false},
-		{"not supported", []string{"CUDA_FAKE_PEER=0"}, false},
-	} {
+	for _, pc := range peerCases {
 		for _, dc := range []struct {
 			name string
 			// data registers the datum and its task's other (read-only)

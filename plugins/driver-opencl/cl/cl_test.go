@@ -88,6 +88,51 @@ func TestDeviceInfo(t *testing.T) {
 	t.Logf("%s (%s), %s, %d MiB, max alloc %d MiB", d.info.Name, d.info.Vendor, d.info.Type, d.info.GlobalMemSize>>20, d.info.MaxAllocSize>>20)
 }
 
+// scalKernel builds scalSrc's kernel on d, released at the test's end.
+func scalKernel(tb testing.TB, d *device) Kernel {
+	tb.Helper()
+	prog, err := d.ctx.BuildProgram(scalSrc, []Device{d.dev}, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { prog.Release() })
+	k, err := prog.CreateKernel("scal")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { k.Release() })
+	return k
+}
+
+// scaleThrough writes host into m, scales n floats of arg (m or a
+// sub-buffer of it) by alpha and reads m back into host, each step
+// waiting for the previous one's event; it returns the three events,
+// complete.
+func scaleThrough(t *testing.T, d *device, k Kernel, m, arg Mem, n uint32, alpha float32, host []byte) (w, kev, r Event) {
+	t.Helper()
+	w, err := d.q.EnqueueWrite(m, false, 0, host, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, set := range []error{k.SetArgMem(0, arg), k.SetArgUint32(1, n), k.SetArgFloat32(2, alpha)} {
+		if set != nil {
+			t.Fatalf("arg %d: %v", i, set)
+		}
+	}
+	kev, err = d.q.EnqueueNDRange(k, []uint64{uint64(n)}, nil, []Event{w}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = d.q.EnqueueRead(m, false, 0, host, []Event{kev}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return w, kev, r
+}
+
 // TestScal writes, scales and reads back a vector through events only.
 func TestScal(t *testing.T) {
 	d := openDevice(t)
@@ -97,16 +142,7 @@ func TestScal(t *testing.T) {
 	for i := range x {
 		x[i] = float32(i)
 	}
-	prog, err := d.ctx.BuildProgram(scalSrc, []Device{d.dev}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Release()
-	k, err := prog.CreateKernel("scal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Release()
+	k := scalKernel(t, d)
 	if na, err := k.NumArgs(); err != nil || na != 3 {
 		t.Fatalf("NumArgs = %d, %v", na, err)
 	}
@@ -115,26 +151,7 @@ func TestScal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Release()
-	w, err := d.q.EnqueueWrite(m, false, 0, host, nil, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, set := range []error{k.SetArgMem(0, m), k.SetArgUint32(1, n), k.SetArgFloat32(2, 3)} {
-		if set != nil {
-			t.Fatalf("arg %d: %v", i, set)
-		}
-	}
-	kev, err := d.q.EnqueueNDRange(k, []uint64{n}, nil, []Event{w}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := d.q.EnqueueRead(m, false, 0, host, []Event{kev}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	w, kev, r := scaleThrough(t, d, k, m, m, n, 3, host)
 	for _, e := range []Event{w, kev, r} {
 		if s, err := e.Status(); err != nil || s != Complete {
 			t.Fatalf("status %d, %v", s, err)
@@ -179,36 +196,8 @@ func TestSubBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Release()
-	prog, err := d.ctx.BuildProgram(scalSrc, []Device{d.dev}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Release()
-	k, err := prog.CreateKernel("scal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Release()
-	w, err := d.q.EnqueueWrite(m, false, 0, host, nil, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, set := range []error{k.SetArgMem(0, sub), k.SetArgUint32(1, n), k.SetArgFloat32(2, -1)} {
-		if set != nil {
-			t.Fatalf("arg %d: %v", i, set)
-		}
-	}
-	kev, err := d.q.EnqueueNDRange(k, []uint64{n}, nil, []Event{w}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := d.q.EnqueueRead(m, false, 0, host, []Event{kev}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	k := scalKernel(t, d)
+	w, kev, r := scaleThrough(t, d, k, m, sub, n, -1, host)
 	for _, e := range []Event{w, kev, r} {
 		e.Release()
 	}
@@ -397,16 +386,7 @@ func BenchmarkRead64MiB(b *testing.B) { benchTransfer(b, false) }
 func BenchmarkScal64MiB(b *testing.B) {
 	d := openDevice(b)
 	const n = benchBytes / 4
-	prog, err := d.ctx.BuildProgram(scalSrc, []Device{d.dev}, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer prog.Release()
-	k, err := prog.CreateKernel("scal")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer k.Release()
+	k := scalKernel(b, d)
 	m, err := d.ctx.CreateBuffer(benchBytes)
 	if err != nil {
 		b.Fatal(err)
@@ -487,16 +467,7 @@ func TestUserEvent(t *testing.T) {
 // per-kernel latency, the floor under the driver's per-task overhead.
 func BenchmarkScalSmall(b *testing.B) {
 	d := openDevice(b)
-	prog, err := d.ctx.BuildProgram(scalSrc, []Device{d.dev}, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer prog.Release()
-	k, err := prog.CreateKernel("scal")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer k.Release()
+	k := scalKernel(b, d)
 	m, err := d.ctx.CreateBuffer(64)
 	if err != nil {
 		b.Fatal(err)
