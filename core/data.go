@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/starpu-go/starpu/core/internal/trace"
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/pluginapi/shm"
@@ -52,6 +53,9 @@ type Handle struct {
 	// fp is footprint()'s value with bit 32 set once computed: the shape
 	// never changes, and traces and models hash it per task.
 	fp atomic.Uint64
+	// traceMark is what the trace file holds of the handle (the stream's,
+	// under its lock): a submission describes it only when it changed.
+	traceMark trace.HandleMark
 
 	// home is the application's memory when it is not in the arena: the
 	// parts of the region it backs.

@@ -59,6 +59,7 @@ type tracer struct {
 	xfers map[uint64]xferInfo
 	links map[[2]int]*linkStat
 	round []trace.Rec
+	teams []int // the teams of round's parallel runs (trace.Rec.TeamLen)
 	// asleep is, by worker, the sleep the completions of its copies and
 	// allocations reported since its last task's (first start, last
 	// end): it belongs to the gap before its next task.
@@ -243,7 +244,7 @@ func (tr *tracer) submit(rt *Runtime, j *job) {
 	var acc [8]trace.Access
 	hs := acc[:0]
 	for i, h := range t.Handles {
-		a := trace.Access{Handle: h.id, Size: h.size, Footprint: h.footprint()}
+		a := trace.Access{Handle: h.id, Size: h.size, Footprint: h.footprint(), Mark: &h.traceMark}
 		if i < len(j.modes) {
 			a.Mode = uint8(j.modes[i] &^ Locality)
 		}
@@ -306,9 +307,8 @@ func (tr *tracer) flushRound() {
 	if len(tr.round) == 0 {
 		return
 	}
-	tr.stream.Write(tr.round)
-	clear(tr.round)
-	tr.round = tr.round[:0]
+	tr.stream.Write(tr.round, tr.teams)
+	tr.round, tr.teams = tr.round[:0], tr.teams[:0]
 }
 
 // traceTask records j's execution on worker from start to end, with the
@@ -325,7 +325,7 @@ func (rt *Runtime) traceTask(worker int, j *job, start, end, sleep0, sleep1 int6
 		}
 		tr.round = append(tr.round, trace.Rec{Kind: trace.RecRun, ID: j.id, Worker: int32(worker), Start: start, End: end, Footprint: j.footprint, Failed: failed,
 			Posted: j.posted, Predicted: j.predicted, PredictedTransfer: j.predictedTransfer, SleepStart: sleep0, SleepEnd: sleep1,
-			Impl: int16(j.impl), Team: traceTeam(j.comb)})
+			Impl: int16(j.impl), TeamLen: tr.team(j.comb)})
 	}
 	if tr.mem == nil {
 		return
@@ -337,19 +337,17 @@ func (rt *Runtime) traceTask(worker int, j *job, start, end, sleep0, sleep1 int6
 	tr.mem.Add(e)
 }
 
-// traceTeam is the worker IDs of combined worker c, the master first, as
-// a run record lists a parallel task's team; nil for none. It allocates
-// a slice per parallel task, which costs nothing beside a task that
-// occupies a team.
-func traceTeam(c *combinedWorker) []int {
+// team lists the worker IDs of combined worker c, the master first, in
+// the round's teams, as a run record lists a parallel task's team, and
+// returns their number (trace.Rec.TeamLen); 0 for none.
+func (tr *tracer) team(c *combinedWorker) uint16 {
 	if c == nil {
-		return nil
+		return 0
 	}
-	team := make([]int, len(c.ids))
-	for i, id := range c.ids {
-		team[i] = int(id)
+	for _, id := range c.ids {
+		tr.teams = append(tr.teams, int(id))
 	}
-	return team
+	return uint16(len(c.ids))
 }
 
 // slept keeps the sleep a worker reported on the completion of a copy or

@@ -132,7 +132,7 @@ func (c *chromeSink) event(b []byte) error {
 // consume converts the records of a native trace of the given version
 // until the end of br.
 func (c *chromeSink) consume(br io.ByteReader, version int) error {
-	r := &reader{r: br, version: version}
+	r := newReader(br, version)
 	for {
 		k, err := br.ReadByte()
 		if errors.Is(err, io.EOF) {
@@ -145,6 +145,8 @@ func (c *chromeSink) consume(br io.ByteReader, version int) error {
 		case kindName:
 			id := r.u()
 			c.names[id] = r.str()
+		case kindHandle:
+			r.handle(c.names)
 		case kindSubmit:
 			p := c.pending(r.u())
 			r.submit(&p.Task, c.names)
@@ -152,7 +154,7 @@ func (c *chromeSink) consume(br io.ByteReader, version int) error {
 			c.st.seen(p.Submit)
 		case kindReady:
 			p := c.pending(r.u())
-			p.Ready = r.i()
+			p.Ready = r.time()
 			c.st.seen(p.Ready)
 		case kindRun:
 			p := c.pending(r.u())
@@ -165,8 +167,7 @@ func (c *chromeSink) consume(br io.ByteReader, version int) error {
 				c.done(p)
 			}
 		case kindEdge:
-			from, to := r.u(), r.u()
-			w, s, e := r.i(), r.i(), r.i()
+			from, to, w, s, e := r.edge()
 			if q := c.tasks[from]; q != nil && q.Submitted && !q.Ran && r.err == nil {
 				// A task releases its successors once it has run or,
 				// when it runs nowhere, terminated: this one is over.

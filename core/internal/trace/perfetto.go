@@ -763,7 +763,7 @@ func (c *pfConverter) ranNowhere(p *pfTask) {
 // consume converts the records of a native trace of the given version
 // until the end of br.
 func (c *pfConverter) consume(br io.ByteReader, version int) error {
-	r := &reader{r: br, version: version}
+	r := newReader(br, version)
 	for n := 1; ; n++ {
 		if c.probe != nil && n%c.probeEvery == 0 {
 			c.probe()
@@ -779,6 +779,8 @@ func (c *pfConverter) consume(br io.ByteReader, version int) error {
 		case kindName:
 			id := r.u()
 			c.names[id] = r.str()
+		case kindHandle:
+			r.handle(c.names)
 		case kindSubmit:
 			p := c.pending(r.u())
 			r.submit(&p.Task, c.names)
@@ -786,7 +788,7 @@ func (c *pfConverter) consume(br io.ByteReader, version int) error {
 			c.st.seen(p.Submit)
 		case kindReady:
 			p := c.pending(r.u())
-			p.Ready = r.i()
+			p.Ready = r.time()
 			c.st.seen(p.Ready)
 		case kindRun:
 			p := c.pending(r.u())
@@ -797,8 +799,7 @@ func (c *pfConverter) consume(br io.ByteReader, version int) error {
 				c.done(p)
 			}
 		case kindEdge:
-			from, to := r.u(), r.u()
-			w, s, e := r.i(), r.i(), r.i()
+			from, to, w, s, e := r.edge()
 			if r.err != nil {
 				break
 			}

@@ -575,14 +575,14 @@ func TestPerfettoOrder(t *testing.T) {
 		return Rec{Kind: RecEdge, ID: from, To: to, Worker: w, Start: start, End: end}
 	}
 	s.Ready(1, 5)
-	s.Write([]Rec{run(1, 0, 10, 20), edge(1, 2, 0, 10, 20)})
+	s.Write([]Rec{run(1, 0, 10, 20), edge(1, 2, 0, 10, 20)}, nil)
 	s.Ready(2, 20)
-	s.Write([]Rec{run(2, 0, 20, 20), run(3, 0, 20, 20), edge(2, 4, 0, 20, 20)}) // no duration, back to back
+	s.Write([]Rec{run(2, 0, 20, 20), run(3, 0, 20, 20), edge(2, 4, 0, 20, 20)}, nil) // no duration, back to back
 	// The gpu runs 5 and 6 at once; 6 ends first.
-	s.Write([]Rec{run(6, 1, 12, 18), run(5, 1, 10, 30), edge(6, 7, 1, 12, 18)})
-	s.Write([]Rec{run(4, 0, 25, 40), run(7, 0, 40, 50)})
+	s.Write([]Rec{run(6, 1, 12, 18), run(5, 1, 10, 30), edge(6, 7, 1, 12, 18)}, nil)
+	s.Write([]Rec{run(4, 0, 25, 40), run(7, 0, 40, 50)}, nil)
 	// 3's edge comes late (end dependencies): its slice was written.
-	s.Write([]Rec{edge(3, 8, 0, 20, 20), run(8, 1, 50, 60)})
+	s.Write([]Rec{edge(3, 8, 0, 20, 20), run(8, 1, 50, 60)}, nil)
 	if err := s.Close(ws, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -777,7 +777,7 @@ func longRun(t testing.TB, path string, n int) (runOrder []uint64, late int) {
 			s.Submit(&SubmitEvent{ID: succ, Name: "late", Codelet: "late", Time: tt})
 			pending = append(pending, lateEdge{from: id, to: succ, w: w, start: start, end: end, at: i + 5000})
 		}
-		s.Write(recs)
+		s.Write(recs, nil)
 		if i%10 == 0 {
 			s.Transfer(Transfer{Src: 0, Dst: 1, Bytes: 4096, Handle: 1, Start: tt, End: tt + 150 + int64(i%3)*100})
 		}
@@ -793,7 +793,7 @@ func longRun(t testing.TB, path string, n int) (runOrder []uint64, late int) {
 			pending = pending[1:]
 			late++
 			s.Write([]Rec{{Kind: RecEdge, ID: e.from, To: e.to, Worker: e.w, Start: e.start, End: e.end},
-				{Kind: RecRun, ID: e.to, Worker: 0, Start: tt + 10, End: tt + 20, Predicted: -1, PredictedTransfer: -1}})
+				{Kind: RecRun, ID: e.to, Worker: 0, Start: tt + 10, End: tt + 20, Predicted: -1, PredictedTransfer: -1}}, nil)
 			runOrder = append(runOrder, e.to)
 		}
 	}

@@ -32,6 +32,10 @@ type Stream struct {
 	lastID   uint64
 	closed   bool
 	origin   int64
+	// last is the time (since origin) the last submit, ready or run
+	// record gave: those records write theirs as the difference from it,
+	// a short varint, where a time since origin takes five bytes.
+	last int64
 
 	free chan []byte
 	full chan []byte
@@ -189,9 +193,23 @@ type SubmitEvent struct {
 	Handles              []Access
 }
 
+// HandleMark is what a stream last wrote of one handle: its size,
+// footprint and label. A submit record names its handles only; a handle
+// record with their description goes before it when the mark says the
+// description changed, or was never written. A producer keeps one mark
+// per handle and passes it in each Access; the stream reads and writes it
+// under its lock, so that concurrent submissions of one handle agree on
+// what the file holds.
+type HandleMark struct {
+	size      uint64
+	footprint uint32
+	written   bool
+	name      string
+}
+
 // Submit records a task's submission.
 func (s *Stream) Submit(e *SubmitEvent) {
-	need := 64 + len(e.Name) + len(e.Codelet) + len(e.Model) + 40*len(e.Handles)
+	need := 64 + len(e.Name) + len(e.Codelet) + len(e.Model) + 48*len(e.Handles)
 	for _, h := range e.Handles {
 		need += len(h.Name)
 	}
@@ -199,20 +217,8 @@ func (s *Stream) Submit(e *SubmitEvent) {
 		return
 	}
 	name, codelet, model := s.name(e.Name), s.name(e.Codelet), s.name(e.Model)
-	labels := [8]uint64{}
-	var more []uint64
-	for i, h := range e.Handles {
-		if h.Name == "" {
-			continue
-		}
-		if i < len(labels) {
-			labels[i] = s.name(h.Name)
-		} else {
-			if more == nil {
-				more = make([]uint64, len(e.Handles))
-			}
-			more[i] = s.name(h.Name)
-		}
+	for i := range e.Handles {
+		s.handle(&e.Handles[i])
 	}
 	a := &s.a
 	a.b = append(a.b, kindSubmit)
@@ -220,7 +226,7 @@ func (s *Stream) Submit(e *SubmitEvent) {
 	a.u(name)
 	a.u(codelet)
 	a.u(model)
-	a.i(e.Time - s.origin)
+	s.time(e.Time)
 	a.i(e.Priority)
 	var flags uint64
 	if e.HasTag {
@@ -241,21 +247,38 @@ func (s *Stream) Submit(e *SubmitEvent) {
 		a.i(e.Iter[k])
 	}
 	a.u(uint64(len(e.Handles)))
-	for i, h := range e.Handles {
+	for _, h := range e.Handles {
 		a.u(h.Handle)
 		a.u(uint64(h.Mode))
-		a.u(h.Size)
-		a.u(uint64(h.Footprint))
-		switch {
-		case h.Name == "":
-			a.u(0)
-		case i < len(labels):
-			a.u(labels[i])
-		default:
-			a.u(more[i])
-		}
 	}
 	s.mu.Unlock()
+}
+
+// handle writes h's handle record, unless its mark says the file has its
+// description already; mu held.
+func (s *Stream) handle(h *Access) {
+	m := h.Mark
+	if m != nil && m.written && m.size == h.Size && m.footprint == h.Footprint && m.name == h.Name {
+		return
+	}
+	label := s.name(h.Name)
+	a := &s.a
+	a.b = append(a.b, kindHandle)
+	a.u(h.Handle)
+	a.u(h.Size)
+	a.u(uint64(h.Footprint))
+	a.u(label)
+	if m != nil {
+		*m = HandleMark{size: h.Size, footprint: h.Footprint, written: true, name: h.Name}
+	}
+}
+
+// time writes t (producers' clock) as the difference from the last
+// submit, ready or run time; mu held.
+func (s *Stream) time(t int64) {
+	t -= s.origin
+	s.a.i(t - s.last)
+	s.last = t
 }
 
 // Ready records that task id's dependencies were met at t.
@@ -265,28 +288,14 @@ func (s *Stream) Ready(id uint64, t int64) {
 	}
 	s.a.b = append(s.a.b, kindReady)
 	s.a.u(id)
-	s.a.i(t - s.origin)
+	s.time(t)
 	s.mu.Unlock()
 }
 
 // Run records task id's execution on worker from start to end.
 func (s *Stream) Run(id uint64, worker int, start, end int64, footprint uint32, failed bool) {
-	if !s.begin(56) {
-		return
-	}
-	a := &s.a
-	a.b = append(a.b, kindRun)
-	a.u(id)
-	a.i(int64(worker))
-	a.i(start - s.origin)
-	a.i(end - s.origin)
-	a.u(uint64(footprint))
-	if failed {
-		a.u(flagFailed)
-	} else {
-		a.u(0)
-	}
-	s.mu.Unlock()
+	s.Write([]Rec{{Kind: RecRun, ID: id, Worker: int32(worker), Start: start, End: end, Footprint: footprint, Failed: failed,
+		Impl: -1, Predicted: -1, PredictedTransfer: -1}}, nil)
 }
 
 // Edge records that task from's completion released a dependency of task
@@ -296,14 +305,21 @@ func (s *Stream) Edge(from, to uint64, fromWorker int, fromStart, fromEnd int64)
 	if !s.begin(64) {
 		return
 	}
+	s.edge(from, to, fromWorker, fromStart, fromEnd)
+	s.mu.Unlock()
+}
+
+// edge writes an edge record; mu held.
+func (s *Stream) edge(from, to uint64, fromWorker int, fromStart, fromEnd int64) {
 	a := &s.a
 	a.b = append(a.b, kindEdge)
 	a.u(from)
 	a.u(to)
 	a.i(int64(fromWorker))
-	a.i(fromStart - s.origin)
-	a.i(fromEnd - s.origin)
-	s.mu.Unlock()
+	if fromWorker >= 0 {
+		s.time(fromStart)
+		a.i(fromEnd - fromStart)
+	}
 }
 
 // RecKind says what a Rec records.
@@ -313,7 +329,7 @@ type RecKind uint8
 const (
 	// RecRun is Run(ID, Worker, Start, End, Footprint, Failed), with
 	// the fields only a Rec has (Posted, the predictions, the sleep, Impl,
-	// Team).
+	// TeamLen).
 	RecRun RecKind = iota
 	// RecEdge is Edge(ID, To, Worker, Start, End): ID released To.
 	RecEdge
@@ -324,16 +340,23 @@ const (
 // Rec is a run, edge or ready record kept by a producer that writes them
 // in batches: the engine keeps its round's and writes them once it has
 // woken the workers and policies, so that tracing adds no lock or
-// encoding to the dependency hop.
+// encoding to the dependency hop. It holds no pointer (a parallel task's
+// team is in Write's teams): keeping and clearing a round's costs no
+// write barrier.
 type Rec struct {
 	Kind           RecKind
 	Failed, Posted bool
-	// Impl is the implementation that ran (Task's), -1 unknown; an int16
-	// where the fields' padding leaves room.
-	Impl       int16
-	Worker     int32
-	Footprint  uint32
-	ID, To     uint64
+	// Impl is the implementation that ran (Task's), -1 unknown.
+	Impl int16
+	// TeamLen is the size of the team of the combined worker a parallel
+	// task ran on, whose workers are the next TeamLen of Write's teams,
+	// the master (Worker) first; 0 for a task on one worker.
+	TeamLen   uint16
+	Worker    int32
+	Footprint uint32
+	ID, To    uint64
+	// Start and End are a run's times, or an edge's predecessor's; Start
+	// a ready record's time.
 	Start, End int64
 	// Predicted and PredictedTransfer are a run's predictions (Task's),
 	// -1 unknown; both unknown, the record leaves them out.
@@ -341,10 +364,6 @@ type Rec struct {
 	// SleepStart and SleepEnd are when the run's worker slept before it
 	// (Task's), 0 none.
 	SleepStart, SleepEnd int64
-	// Team is the workers of the combined worker the task ran on, the
-	// master (Worker) first; nil for a task on one worker. The record
-	// only reads it.
-	Team []int
 }
 
 // maxRec bounds a batched record's size: a run record with predictions,
@@ -354,11 +373,12 @@ const maxRec = 96
 
 // recLen bounds r's encoded size.
 func recLen(r *Rec) int {
-	return maxRec + binary.MaxVarintLen64*(1+len(r.Team))
+	return maxRec + binary.MaxVarintLen64*(1+int(r.TeamLen))
 }
 
-// Write records recs, in order, under one lock.
-func (s *Stream) Write(recs []Rec) {
+// Write records recs, in order, under one lock; teams holds the teams of
+// their parallel runs, in order (Rec.TeamLen).
+func (s *Stream) Write(recs []Rec, teams []int) {
 	if !s.begin(maxRec) {
 		return
 	}
@@ -371,8 +391,8 @@ func (s *Stream) Write(recs []Rec) {
 			a.b = append(a.b, kindRun)
 			a.u(r.ID)
 			a.i(int64(r.Worker))
-			a.i(r.Start - s.origin)
-			a.i(r.End - s.origin)
+			s.time(r.Start)
+			a.i(r.End - r.Start)
 			a.u(uint64(r.Footprint))
 			var flags uint64
 			if r.Failed {
@@ -393,7 +413,7 @@ func (s *Stream) Write(recs []Rec) {
 				flags |= runImpl
 			}
 			// A team of one is a task on one worker.
-			team := len(r.Team) > 1
+			team := r.TeamLen > 1
 			if team {
 				flags |= runTeam
 			}
@@ -411,22 +431,18 @@ func (s *Stream) Write(recs []Rec) {
 				a.u(uint64(r.Impl))
 			}
 			if team {
-				a.u(uint64(len(r.Team)))
-				for _, w := range r.Team {
+				a.u(uint64(r.TeamLen))
+				for _, w := range teams[:r.TeamLen] {
 					a.u(uint64(w))
 				}
 			}
+			teams = teams[r.TeamLen:]
 		case RecEdge:
-			a.b = append(a.b, kindEdge)
-			a.u(r.ID)
-			a.u(r.To)
-			a.i(int64(r.Worker))
-			a.i(r.Start - s.origin)
-			a.i(r.End - s.origin)
+			s.edge(r.ID, r.To, int(r.Worker), r.Start, r.End)
 		case RecReady:
 			a.b = append(a.b, kindReady)
 			a.u(r.ID)
-			a.i(r.Start - s.origin)
+			s.time(r.Start)
 		}
 	}
 	s.mu.Unlock()

@@ -43,7 +43,7 @@ func record(s *Stream) {
 		{Kind: RecRun, ID: 1, Worker: 0, Start: origin + 40, End: origin + 100, Footprint: 0xbeef, Posted: true, Predicted: 55, PredictedTransfer: 0, Impl: 1},
 		{Kind: RecEdge, ID: 1, To: 2, Worker: 0, Start: origin + 40, End: origin + 100},
 		{Kind: RecEdge, ID: 1, To: 3, Worker: 0, Start: origin + 40, End: origin + 100},
-	})
+	}, nil)
 	s.Comm(Comm{Send: true, Peer: 1, Tag: -3, Bytes: 64, Handle: 5, Start: origin + 50, End: origin + 60})
 	s.Plugin(origin+60, PluginExit, "driver-cpu", 100, "was killed: heartbeat")
 	s.Plugin(origin+70, PluginStart, "driver-cpu", 101, "")
@@ -221,7 +221,7 @@ func TestStreamSleepRoundTrip(t *testing.T) {
 			s.Submit(&SubmitEvent{ID: 1, Name: "a", Time: origin + 10})
 			s.Ready(1, origin+30)
 			s.Write([]Rec{{Kind: RecRun, ID: 1, Worker: 0, Start: origin + 40, End: origin + 100, Predicted: -1, PredictedTransfer: -1,
-				SleepStart: origin + 12, SleepEnd: origin + 35}})
+				SleepStart: origin + 12, SleepEnd: origin + 35}}, nil)
 			if err := s.Close(testWorkers[:1], testNodes[:1]); err != nil {
 				t.Fatal(err)
 			}
@@ -518,9 +518,146 @@ func BenchmarkStreamRound(b *testing.B) {
 		round[0] = Rec{Kind: RecRun, ID: id, Worker: 1, Start: t, End: t + 10, Footprint: 0xbeef}
 		round[1] = Rec{Kind: RecEdge, ID: id, To: id + 1, Worker: 1, Start: t, End: t + 10}
 		round[2] = Rec{Kind: RecReady, ID: id + 1, Start: t + 12}
-		s.Write(round)
+		s.Write(round, nil)
 	}
 	if err := s.Close(nil, nil); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// A handle's description goes to the file once, and again when it
+// changed: each task reads back the description it was submitted with.
+func TestStreamHandleMarks(t *testing.T) {
+	var f memFile
+	s, err := NewStream(&f, origin, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mark HandleMark
+	descs := []Access{
+		{Handle: 5, Size: 64, Footprint: 0xa5, Name: "A"},
+		{Handle: 5, Size: 64, Footprint: 0xa5, Name: "A"}, // unchanged
+		{Handle: 5, Size: 64, Footprint: 0xa5, Name: "B"}, // renamed
+		{Handle: 5, Size: 32, Footprint: 0x5a, Name: "B"}, // another shape
+		{Handle: 5, Size: 32, Footprint: 0x5a, Name: "B"},
+	}
+	var grew []int
+	for i, d := range descs {
+		d.Mode, d.Mark = ModeR, &mark
+		n := len(s.a.b)
+		s.Submit(&SubmitEvent{ID: uint64(i + 1), Name: "t", Time: origin + int64(i), Handles: []Access{d}})
+		grew = append(grew, len(s.a.b)-n)
+	}
+	if grew[1] >= grew[0] || grew[4] != grew[1] || grew[2] <= grew[1] || grew[3] <= grew[1] {
+		t.Errorf("submit records took %v bytes: want the handle described in the 1st, 3rd and 4th only", grew)
+	}
+	if err := s.Close(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(bytes.NewReader(f.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Tasks) != len(descs) {
+		t.Fatalf("%d tasks, want %d", len(got.Tasks), len(descs))
+	}
+	for i, d := range descs {
+		d.Mode = ModeR
+		if x := got.Tasks[i]; x.Submit != int64(i) || !reflect.DeepEqual(x.Handles, []Access{d}) {
+			t.Errorf("task %d submitted at %d with %+v, want at %d with %+v", i+1, x.Submit, x.Handles, i, d)
+		}
+	}
+}
+
+// A version 4 submit record naming a handle no handle record described
+// is a corrupt trace.
+func TestReadUndescribedHandle(t *testing.T) {
+	a := appender{b: []byte(Magic)}
+	a.i(42)
+	a.b = append(a.b, kindSubmit)
+	for _, v := range []uint64{7, 0, 0, 0} { // id, name, codelet, model
+		a.u(v)
+	}
+	a.i(10) // Δ submit time
+	a.i(0)  // priority
+	a.u(0)  // flags
+	a.u(0)  // iterations
+	a.u(1)  // one handle: number, mode
+	a.u(5)
+	a.u(ModeR)
+	a.b = append(a.b, kindEnd)
+	_, err := Read(bytes.NewReader(a.b))
+	if !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "handle 5, described nowhere") {
+		t.Fatalf("Read: %v, want a corrupt trace naming handle 5", err)
+	}
+}
+
+// A version 3 trace (times since 0, handles described in each submit
+// record, edges with their predecessor's times) still reads, and
+// converts with its dependency arrow.
+func TestReadVersion3(t *testing.T) {
+	a := appender{b: []byte(magicV3)}
+	a.i(42)
+	a.b = append(a.b, kindName)
+	a.u(1)
+	a.str("scal")
+	a.b = append(a.b, kindName)
+	a.u(2)
+	a.str("x")
+	for _, id := range []uint64{7, 8} {
+		a.b = append(a.b, kindSubmit)
+		for _, v := range []uint64{id, 1, 1, 0} { // id, name, codelet, model
+			a.u(v)
+		}
+		a.i(10) // submit time
+		a.i(0)  // priority
+		a.u(0)  // flags
+		a.u(0)  // iterations
+		a.u(1)  // one handle: number, mode, size, footprint, label
+		for _, v := range []uint64{5, ModeR | ModeW, 64, 0xa5, 2} {
+			a.u(v)
+		}
+	}
+	a.b = append(a.b, kindReady)
+	a.u(7)
+	a.i(15)
+	a.b = append(a.b, kindRun)
+	a.u(7)
+	for _, v := range []int64{0, 20, 30} { // worker, start, end
+		a.i(v)
+	}
+	a.u(0xbeef)
+	a.u(0)
+	a.b = append(a.b, kindEdge)
+	a.u(7)
+	a.u(8)
+	for _, v := range []int64{0, 20, 30} { // 7's worker, start, end
+		a.i(v)
+	}
+	a.b = append(a.b, kindEnd)
+	var j bytes.Buffer
+	if err := ConvertChrome(&j, bytes.NewReader(a.b)); err != nil {
+		t.Fatalf("ConvertChrome: %v", err)
+	}
+	if !strings.Contains(j.String(), `"ph":"s"`) {
+		t.Errorf("JSON has no dependency arrow:\n%s", j.String())
+	}
+	h := []Access{{Handle: 5, Mode: ModeR | ModeW, Size: 64, Footprint: 0xa5, Name: "x"}}
+	got, err := Read(bytes.NewReader(a.b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Task{
+		{ID: 7, Name: "scal", Codelet: "scal", Handles: h, Submitted: true, Ran: true, Submit: 10, Ready: 15, Start: 20, End: 30,
+			Footprint: 0xbeef, Predicted: -1, PredictedTransfer: -1, Impl: -1},
+		{ID: 8, Name: "scal", Codelet: "scal", Handles: h, Submitted: true, Submit: 10, Worker: -1, Preds: []uint64{7}, Predicted: -1, PredictedTransfer: -1, Impl: -1},
+	}
+	if len(got.Tasks) != 2 {
+		t.Fatalf("tasks %+v, want jobs 7 and 8", got.Tasks)
+	}
+	for i := range want {
+		if x := got.Tasks[i]; !reflect.DeepEqual(*x, want[i]) {
+			t.Errorf("task %d:\n got %+v\nwant %+v", i, *x, want[i])
+		}
 	}
 }

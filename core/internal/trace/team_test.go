@@ -30,11 +30,11 @@ func recordTeam(t *testing.T) []byte {
 	s.Ready(1, origin+20)
 	s.Write([]Rec{
 		{Kind: RecRun, ID: 1, Worker: 1, Start: origin + 30, End: origin + 90, Predicted: -1, PredictedTransfer: -1,
-			SleepStart: origin + 12, SleepEnd: origin + 18, Impl: 0, Team: []int{1, 2}},
+			SleepStart: origin + 12, SleepEnd: origin + 18, Impl: 0, TeamLen: 2},
 		{Kind: RecEdge, ID: 1, To: 2, Worker: 1, Start: origin + 30, End: origin + 90},
 		{Kind: RecReady, ID: 2, Start: origin + 90},
-	})
-	s.Write([]Rec{{Kind: RecRun, ID: 2, Worker: 2, Start: origin + 100, End: origin + 120, Predicted: -1, PredictedTransfer: -1, Impl: 1}})
+	}, []int{1, 2})
+	s.Write([]Rec{{Kind: RecRun, ID: 2, Worker: 2, Start: origin + 100, End: origin + 120, Predicted: -1, PredictedTransfer: -1, Impl: 1}}, nil)
 	if err := s.Close(teamWorkers, testNodes[:1]); err != nil {
 		t.Fatal(err)
 	}
@@ -312,9 +312,19 @@ func TestStateDeriverTeam(t *testing.T) {
 }
 
 // A run record without the version 3 flags, written by the previous
-// version or by this one, reads as a task on one worker whose
-// implementation is unknown; version 3's flags read as written.
+// version or by these, reads as a task on one worker whose
+// implementation is unknown; version 3's flags read as written, in
+// version 3 (times since 0) and version 4 (start a difference, end a
+// duration).
 func TestReadRunFlags(t *testing.T) {
+	impl := func(a *appender) uint64 { a.u(2); return runImpl }
+	team := func(a *appender) uint64 {
+		a.u(3)
+		a.u(4)
+		a.u(0)
+		a.u(5)
+		return runTeam
+	}
 	for _, tc := range []struct {
 		name  string
 		magic string
@@ -323,24 +333,25 @@ func TestReadRunFlags(t *testing.T) {
 		team  []int
 	}{
 		{"version 2", magicV2, nil, -1, nil},
-		{"version 3, no flag", Magic, nil, -1, nil},
-		{"version 3, implementation", Magic, func(a *appender) uint64 { a.u(2); return runImpl }, 2, nil},
-		{"version 3, team", Magic, func(a *appender) uint64 {
-			a.u(3)
-			a.u(4)
-			a.u(0)
-			a.u(5)
-			return runTeam
-		}, -1, []int{4, 0, 5}},
+		{"version 3, no flag", magicV3, nil, -1, nil},
+		{"version 3, implementation", magicV3, impl, 2, nil},
+		{"version 3, team", magicV3, team, -1, []int{4, 0, 5}},
+		{"version 4, no flag", Magic, nil, -1, nil},
+		{"version 4, implementation", Magic, impl, 2, nil},
+		{"version 4, team", Magic, team, -1, []int{4, 0, 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := appender{b: []byte(tc.magic)}
 			a.i(42)
 			a.b = append(a.b, kindRun)
-			a.u(7)      // job
-			a.i(4)      // worker
-			a.i(20)     // start
-			a.i(30)     // end
+			a.u(7)  // job
+			a.i(4)  // worker
+			a.i(20) // start
+			if tc.magic == Magic {
+				a.i(10) // duration
+			} else {
+				a.i(30) // end
+			}
 			a.u(0xbeef) // footprint
 			var fields appender
 			var flags uint64
@@ -362,9 +373,9 @@ func TestReadRunFlags(t *testing.T) {
 				if len(tr.Tasks) != 1 {
 					t.Fatalf("%s: tasks %+v, want job 7", format, tr.Tasks)
 				}
-				if x := tr.Tasks[0]; !x.Ran || x.Worker != 4 || x.Impl != tc.impl || !reflect.DeepEqual(x.Team, tc.team) {
-					t.Errorf("%s: job 7 ran %v on worker %d, implementation %d, team %#v; want worker 4, implementation %d, team %#v",
-						format, x.Ran, x.Worker, x.Impl, x.Team, tc.impl, tc.team)
+				if x := tr.Tasks[0]; !x.Ran || x.Worker != 4 || x.Start != 20 || x.End != 30 || x.Impl != tc.impl || !reflect.DeepEqual(x.Team, tc.team) {
+					t.Errorf("%s: job 7 ran %v on worker %d from %d to %d, implementation %d, team %#v; want worker 4, 20 to 30, implementation %d, team %#v",
+						format, x.Ran, x.Worker, x.Start, x.End, x.Impl, x.Team, tc.impl, tc.team)
 				}
 			}
 		})
