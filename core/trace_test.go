@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -566,5 +567,107 @@ func TestTraceImplementation(t *testing.T) {
 	}
 	if ran[0] == 0 || ran[1] == 0 {
 		t.Errorf("runs per implementation %v: dmda calibrates both in turn", ran)
+	}
+}
+
+// A trace holds each task as it was submitted: one Task submitted again
+// after Wait, with another name, priority, iteration and handle label
+// each time, reads back as it was at each submission, in order. (A
+// design that writes submit records after Submit returns must keep
+// this.)
+func TestTraceResubmittedTask(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "again.trace")
+	rt := start(t, core.Options{Config: testConfig(pluginDir), TraceFile: path})
+	h, err := core.RegisterVector(rt, make([]float32, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &core.Task{Codelet: scalOnCPU, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode()}
+	const runs = 20
+	ids := make([]uint64, runs)
+	for i := range runs {
+		task.Name, task.Priority = fmt.Sprintf("run%d", i), i
+		h.SetName(fmt.Sprintf("x%d", i))
+		rt.IterationPush(uint64(100 + i))
+		if err := rt.Submit(task); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.IterationPop(); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = task.ID()
+		if err := rt.Wait(task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Tasks) != runs {
+		t.Fatalf("%d tasks traced, want %d", len(tr.Tasks), runs)
+	}
+	for i, x := range tr.Tasks {
+		name, label := fmt.Sprintf("run%d", i), fmt.Sprintf("x%d", i)
+		if x.ID != ids[i] || x.Name != name || x.Priority != int64(i) || len(x.Iter) != 1 || x.Iter[0] != int64(100+i) ||
+			len(x.Handles) != 1 || x.Handles[0].Name != label || !x.Ran || x.Submit > x.Start {
+			t.Errorf("submission %d traced as job %d %q, priority %d, iterations %v, handles %+v, ran %v, submitted at %d, started at %d;\n"+
+				"want job %d %q, priority %d, iteration %d, handle %q, submitted before it started",
+				i, x.ID, x.Name, x.Priority, x.Iter, x.Handles, x.Ran, x.Submit, x.Start, ids[i], name, i, 100+i, label)
+		}
+	}
+}
+
+// A task's callback may change its task (here its name): the submit
+// record still holds the name submitted, for every task of a chain that
+// flows from worker to worker without the engine's rounds in between. (A
+// design that wrote the submit records at the end of the engine's round
+// failed it, tracing 3 to 299 of the 3000 tasks by their new name.)
+func TestTraceCallbackChangesTask(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "callback.trace")
+	rt := start(t, core.Options{Config: testConfig(pluginDir), TraceFile: path})
+	h, err := core.RegisterVector(rt, make([]float32, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	rename := func(task *core.Task) { task.Name = "changed" }
+	for i := range n {
+		if err := rt.Submit(&core.Task{Codelet: emptyRW, Handles: []*core.Handle{h}, Name: fmt.Sprintf("t%d", i), Callback: rename}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Tasks) != n {
+		t.Fatalf("%d tasks traced, want %d", len(tr.Tasks), n)
+	}
+	bad := 0
+	for i, x := range tr.Tasks {
+		if want := fmt.Sprintf("t%d", i); x.Name != want {
+			if bad++; bad <= 3 {
+				t.Errorf("task %d traced as %q, want %q", i, x.Name, want)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d tasks traced with the name their callback gave", bad, n)
 	}
 }
