@@ -50,18 +50,7 @@ func TestTraceSleepAndFootprints(t *testing.T) {
 		}
 		ids = append(ids, task.ID())
 	}
-	for _, h := range hs {
-		if err := h.Unregister(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rt.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trace.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := shutdownRead(t, rt, path, hs...)
 	if tf, err := core.ReadTraceFile(path); err != nil {
 		t.Fatal(err)
 	} else if s := tf.Summary().Sleeping; s <= 0 {

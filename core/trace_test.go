@@ -600,16 +600,7 @@ func TestTraceResubmittedTask(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := h.Unregister(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trace.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := shutdownRead(t, rt, path, h)
 	if len(tr.Tasks) != runs {
 		t.Fatalf("%d tasks traced, want %d", len(tr.Tasks), runs)
 	}
@@ -646,16 +637,7 @@ func TestTraceCallbackChangesTask(t *testing.T) {
 	if err := rt.WaitForAll(); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Unregister(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trace.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := shutdownRead(t, rt, path, h)
 	if len(tr.Tasks) != n {
 		t.Fatalf("%d tasks traced, want %d", len(tr.Tasks), n)
 	}
@@ -670,4 +652,23 @@ func TestTraceCallbackChangesTask(t *testing.T) {
 	if bad > 0 {
 		t.Errorf("%d of %d tasks traced with the name their callback gave", bad, n)
 	}
+}
+
+// shutdownRead unregisters hs, shuts rt down and reads the trace file it
+// wrote to path.
+func shutdownRead(t *testing.T, rt *core.Runtime, path string, hs ...*core.Handle) *trace.Trace {
+	t.Helper()
+	for _, h := range hs {
+		if err := h.Unregister(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }
