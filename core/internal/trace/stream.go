@@ -209,7 +209,7 @@ type HandleMark struct {
 
 // Submit records a task's submission.
 func (s *Stream) Submit(e *SubmitEvent) {
-	need := 64 + len(e.Name) + len(e.Codelet) + len(e.Model) + 48*len(e.Handles)
+	need := 64 + len(e.Name) + len(e.Codelet) + len(e.Model) + 80*len(e.Handles) // a handle: name, handle and (handle, mode) records
 	for _, h := range e.Handles {
 		need += len(h.Name)
 	}
