@@ -196,7 +196,7 @@ type reader struct {
 	version int
 	buf     []byte
 	err     error
-	// last is the last submit, ready or run time (version 4), handles
+	// last is the last submit, ready, run or edge time (version 4), handles
 	// the handle records read.
 	last    int64
 	handles map[uint64]Access

@@ -32,7 +32,7 @@ type Stream struct {
 	lastID   uint64
 	closed   bool
 	origin   int64
-	// last is the time (since origin) the last submit, ready or run
+	// last is the time (since origin) the last submit, ready, run or edge
 	// record gave: those records write theirs as the difference from it,
 	// a short varint, where a time since origin takes five bytes.
 	last int64
@@ -274,7 +274,7 @@ func (s *Stream) handle(h *Access) {
 }
 
 // time writes t (producers' clock) as the difference from the last
-// submit, ready or run time; mu held.
+// submit, ready, run or edge time; mu held.
 func (s *Stream) time(t int64) {
 	t -= s.origin
 	s.a.i(t - s.last)
