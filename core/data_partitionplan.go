@@ -288,7 +288,9 @@ func (p *Plan) Clean() error {
 		for i := range ms {
 			ms[i] = RW
 		}
-		rt.submitSwitch(p.children, ms, func() error {
+		// The children are closed: the switch is their unregistration,
+		// after the tasks on them and the gathering above.
+		rt.submitSwitch(p.children, ms, true, func() error {
 			rt.onEngine(func(e *engine) {
 				for _, c := range p.children {
 					c.releaseDevices(e)
@@ -481,7 +483,7 @@ func (p *Plan) submitSwitch(pm, cm Mode, data func(e *engine), then ...func()) {
 	case cm == W: // scattering: the parent's data comes to RAM
 		fetch = hs[:1]
 	}
-	rt.submitSwitch(hs, ms, func() error {
+	rt.submitSwitch(hs, ms, false, func() error {
 		if err := rt.fetchAll(fetch); err != nil {
 			return fmt.Errorf("switch %s: %w", p, err)
 		}
@@ -573,12 +575,20 @@ func (h *Handle) releaseDevices(e *engine) {
 // tasks by sequential consistency, and runs run once it is ready, on a
 // goroutine of its own (it waits for transfers); the tasks submitted after
 // it wait for run to end. WaitForAll waits for it like for a task, and
-// reports its error.
-func (rt *Runtime) submitSwitch(hs []*Handle, ms []Mode, run func() error) {
+// reports its error. closing marks Clean's switch, the unregistration of
+// hs: they are closed already, and a closed handle orders only its
+// unregistration's access after the earlier ones (admits). A switch doomed
+// by a closed handle does not run: it would act on data out of order.
+func (rt *Runtime) submitSwitch(hs []*Handle, ms []Mode, closing bool, run func() error) {
 	j := rt.newJob()
-	j.acquire = &acquisition{job: j, onGrant: func() {
+	j.acquire = &acquisition{job: j, closing: closing, onGrant: func() {
 		go func() {
-			err := run()
+			var err error
+			if x := j.ext.Load(); x != nil && x.doom != nil {
+				err = fmt.Errorf("partition switch not run: %w", x.doom)
+			} else {
+				err = run()
+			}
 			if err != nil {
 				rt.recordFailure(err)
 			}

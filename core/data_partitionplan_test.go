@@ -111,6 +111,42 @@ func TestPlanTiledNoWait(t *testing.T) {
 	}
 }
 
+// Clean does not wait, yet forgets the children only after the tasks on
+// them and the gathering: a child whose result is only on the device while
+// the gathering waits for its sibling keeps it. (Clean's switch once ran at
+// once, its accesses refused by the children it had just closed: it dropped
+// the first child's device copy, its only valid one, and RAM's stale copy
+// was gathered instead.)
+func TestPlanCleanBeforeGather(t *testing.T) {
+	rt, dev := startWithDevice(t, 1<<20)
+	scalOnDev := &core.Codelet{Name: "scal_dev", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.RW}}
+	x := make([]float32, 100)
+	for i := range x {
+		x[i] = 1
+	}
+	hx, err := core.RegisterVector(rt, x)
+	must(t, err)
+	p := plan(t, hx, core.VectorBlocks(2, 0))
+	must(t, p.Submit())
+	release := dev.holdExecs(1)
+	first := scal(t, rt, scalOnDev, p.Children()[0], 3)
+	scal(t, rt, scalOnDev, p.Children()[1], 5) // held: the gathering waits
+	must(t, p.UnpartitionSubmit())
+	must(t, rt.Wait(first)) // its result is on the device only
+	must(t, p.Clean())
+	release()
+	must(t, hx.Unregister())
+	for i, v := range x {
+		want := float32(3)
+		if i >= 50 {
+			want = 5
+		}
+		if v != want {
+			t.Fatalf("x[%d] = %v, want %v", i, v, want)
+		}
+	}
+}
+
 // Matrix tiles planned on a matrix with gaps between its columns are
 // scaled on the CPU and on the device; the gaps are left alone.
 func TestPlanMatrixTiles(t *testing.T) {

@@ -43,6 +43,40 @@ type memDevice struct {
 	copies    atomic.Int64
 	stop      atomic.Bool
 	wg        sync.WaitGroup
+	// hold, when set (under mu), keeps the Execs after the first passes
+	// from running until it is closed: a task stays in flight on the
+	// device as long as a test needs.
+	hold   chan struct{}
+	passes int
+}
+
+// holdExecs lets the next passes Execs run and keeps the ones after in
+// flight until the returned function is called.
+func (d *memDevice) holdExecs(passes int) (release func()) {
+	ch := make(chan struct{})
+	d.mu.Lock()
+	d.hold, d.passes = ch, passes
+	d.mu.Unlock()
+	return func() {
+		d.mu.Lock()
+		d.hold = nil
+		d.mu.Unlock()
+		close(ch)
+	}
+}
+
+// waitHold waits while Execs are held.
+func (d *memDevice) waitHold() {
+	d.mu.Lock()
+	ch := d.hold
+	if ch != nil && d.passes > 0 {
+		d.passes--
+		ch = nil
+	}
+	d.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }
 
 func (d *memDevice) PluginInfo(context.Context) (*base.Info, error) {
@@ -76,6 +110,9 @@ func (d *memDevice) Init(_ context.Context, req *driver.InitRequest) error {
 			for !d.stop.Load() {
 				bell.Wait(ready, 100, 50*time.Millisecond)
 				for msg := disp.Peek(); msg != nil; msg = disp.Peek() {
+					if wire.Type(msg) == wire.TypeExec {
+						d.waitHold()
+					}
 					id, err := d.handle(msg)
 					disp.Release()
 					if id == 0 {
