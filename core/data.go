@@ -400,8 +400,8 @@ type acquisition struct {
 // the handle was unregistered while the acquisition was being submitted,
 // or a failed task lost the value and the mode reads it.
 func (a *acquisition) check(h *Handle) error {
-	if x := a.job.ext.Load(); x != nil && x.doom != nil {
-		return x.doom
+	if err := a.job.doomErr(); err != nil {
+		return err
 	}
 	return h.lostFor(a.mode)
 }
@@ -554,6 +554,14 @@ func (h *Handle) doomed(j *job) {
 	if e := h.rt.engine; e != nil {
 		e.checks.Store(true)
 	}
+}
+
+// doomErr is why j must fail instead of running (doomed), or nil.
+func (j *job) doomErr() error {
+	if x := j.ext.Load(); x != nil {
+		return x.doom
+	}
+	return nil
 }
 
 // admits says whether an access by j may be recorded on h (h.mu held): not

@@ -584,8 +584,8 @@ func (rt *Runtime) submitSwitch(hs []*Handle, ms []Mode, closing bool, run func(
 	j.acquire = &acquisition{job: j, closing: closing, onGrant: func() {
 		go func() {
 			var err error
-			if x := j.ext.Load(); x != nil && x.doom != nil {
-				err = fmt.Errorf("partition switch not run: %w", x.doom)
+			if doom := j.doomErr(); doom != nil {
+				err = fmt.Errorf("partition switch not run: %w", doom)
 			} else {
 				err = run()
 			}

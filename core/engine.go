@@ -400,8 +400,8 @@ func (e *engine) pushCheck(j *job) error {
 	if p := rt.broken.Load(); p != nil {
 		return *p
 	}
-	if x := j.ext.Load(); x != nil && x.doom != nil {
-		return x.doom
+	if err := j.doomErr(); err != nil {
+		return err
 	}
 	if dead := e.deadArch.Load(); dead != 0 {
 		if j.archMask&^dead == 0 {

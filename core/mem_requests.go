@@ -854,7 +854,12 @@ func (h *Handle) submitCopy(src *Handle, done func(error)) (*job, error) {
 // runCopy copies src into h in RAM once the copy's turn has come.
 func (h *Handle) runCopy(src *Handle, j *job, done func(error)) {
 	rt := h.rt
-	err := src.Lost()
+	// A copy refused by a handle closed meanwhile is not ordered after
+	// that handle's earlier accesses: it must not touch the data.
+	err := j.doomErr()
+	if err == nil {
+		err = src.Lost()
+	}
 	if err == nil {
 		err = src.fetchTo(0, R)
 	}
