@@ -55,6 +55,10 @@ type Options struct {
 	// JSON, any other the native format `starpu trace` reads
 	// (docs/design/tracing.md). $STARPU_TRACE sets it when empty.
 	TraceFile string
+	// TracePaused starts the trace (TraceFile, Trace) paused, as StarPU's
+	// starpu_fxt_autostart_profiling(0): nothing is recorded until
+	// ResumeTrace.
+	TracePaused bool
 	// Profiling records when each task is submitted (see SetProfiling).
 	Profiling bool
 	// Calibrate makes codelets with several implementations run them in

@@ -204,6 +204,9 @@ type job struct {
 	// retried: the task ran once on a driver that died, and was pushed
 	// again (plugin_restart.go).
 	retried bool
+	// traced: submitted while the trace recorded (PauseTrace): its later
+	// records follow, whatever the trace does meanwhile.
+	traced bool
 	// arb: the job takes data locks when ready, or is a reduction job;
 	// sub: its worker gets SCRATCH or REDUX buffers (data_access.go).
 	arb, sub bool

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/starpu-go/starpu/core/internal/loader"
@@ -52,6 +53,8 @@ type tracer struct {
 	workerStats, busStats bool
 	workerFile, busFile   string
 	started               time.Time
+	// paused: PauseTrace; tasks submitted meanwhile are not traced.
+	paused atomic.Bool
 
 	// Engine goroutine only (read at Shutdown once it stopped): the
 	// copies posted and not yet completed, by transfer ID, the completed
@@ -130,6 +133,7 @@ func (rt *Runtime) initTrace(opt Options) error {
 		return nil
 	}
 	tr.started = rt.clock.base
+	tr.paused.Store(opt.TracePaused)
 	tr.xfers = map[uint64]xferInfo{}
 	tr.links = map[[2]int]*linkStat{}
 	rt.trace = &tr
@@ -223,6 +227,10 @@ func (rt *Runtime) traceNodes() []trace.Node {
 // submit records j's submission: its names, and its handles with their
 // modes, sizes and footprints (Submit, after the checks).
 func (tr *tracer) submit(rt *Runtime, j *job) {
+	if tr.paused.Load() {
+		return
+	}
+	j.traced = true
 	if tr.stream == nil {
 		return
 	}
@@ -263,7 +271,7 @@ func (tr *tracer) submit(rt *Runtime, j *job) {
 // the round, with its time read now.
 func (tr *tracer) ready(j *job, engine bool) {
 	switch {
-	case tr.stream == nil:
+	case tr.stream == nil || !j.traced:
 	case engine:
 		tr.round = append(tr.round, trace.Rec{Kind: trace.RecReady, ID: j.id, Start: wire.Now()})
 	default:
@@ -277,7 +285,7 @@ func (tr *tracer) ready(j *job, engine bool) {
 // end of its round, as ready's.
 func (tr *tracer) readyAt(j *job, ns int64, engine bool) {
 	switch {
-	case tr.stream == nil:
+	case tr.stream == nil || !j.traced:
 	case engine:
 		tr.round = append(tr.round, trace.Rec{Kind: trace.RecReady, ID: j.id, Start: ns})
 	default:
@@ -291,7 +299,7 @@ func (tr *tracer) readyAt(j *job, ns int64, engine bool) {
 // out.
 func (tr *tracer) edge(pred, succ *job, engine bool) {
 	switch {
-	case tr.stream == nil || pred.task == nil || succ.task == nil:
+	case tr.stream == nil || pred.task == nil || succ.task == nil || !pred.traced || !succ.traced:
 	case engine:
 		tr.round = append(tr.round, trace.Rec{Kind: trace.RecEdge, ID: pred.id, To: succ.id, Worker: pred.worker, Start: pred.start, End: pred.end})
 	default:
@@ -318,6 +326,9 @@ func (tr *tracer) flushRound() {
 // nanoseconds); engine goroutine.
 func (rt *Runtime) traceTask(worker int, j *job, start, end, sleep0, sleep1 int64, failed bool) {
 	tr := rt.trace
+	if !j.traced {
+		return
+	}
 	if tr.stream != nil {
 		if worker < len(tr.asleep) && tr.asleep[worker][1] != 0 {
 			sleep0, sleep1 = mergeSleep(tr.asleep[worker], sleep0, sleep1)
@@ -354,7 +365,7 @@ func (tr *tracer) team(c *combinedWorker) uint16 {
 // an allocation (from s to e, 0 none) for its next task's record: the
 // trace has states per worker between tasks only; engine goroutine.
 func (tr *tracer) slept(worker int, s, e int64) {
-	if e == 0 || tr.stream == nil || worker < 0 {
+	if e == 0 || tr.stream == nil || worker < 0 || tr.paused.Load() {
 		return
 	}
 	if worker >= len(tr.asleep) {
@@ -396,7 +407,7 @@ func (tr *tracer) xferDone(id uint64, start, end int64, failed bool) {
 		return // an allocation
 	}
 	delete(tr.xfers, id)
-	if tr.stream != nil {
+	if tr.stream != nil && !tr.paused.Load() {
 		tr.stream.Transfer(trace.Transfer{Src: x.src, Dst: x.dst, Bytes: x.bytes, Handle: x.handle, Start: start, End: end, Failed: failed})
 	}
 	if tr.busStats && !failed {
@@ -458,7 +469,7 @@ type CommEvent struct {
 // any goroutine may. Without a trace file it costs one nil check.
 func (rt *Runtime) TraceComm(c CommEvent) {
 	tr := rt.trace
-	if tr == nil || tr.stream == nil {
+	if tr == nil || tr.stream == nil || tr.paused.Load() {
 		return
 	}
 	x := trace.Comm{Send: c.Send, Peer: c.Peer, Tag: c.Tag, Bytes: c.Bytes, Failed: c.Failed,
@@ -467,6 +478,32 @@ func (rt *Runtime) TraceComm(c CommEvent) {
 		x.Handle = c.Handle.id
 	}
 	tr.stream.Comm(x)
+}
+
+// Tracing reports whether a trace file is being written (Options.TraceFile
+// or $STARPU_TRACE), paused or not.
+func (rt *Runtime) Tracing() bool { return rt.trace != nil && rt.trace.stream != nil }
+
+// PauseTrace stops recording the trace (Options.TraceFile or
+// $STARPU_TRACE, and Options.Trace's), as StarPU's
+// starpu_fxt_stop_profiling, until ResumeTrace: tasks submitted meanwhile,
+// transfers and communications are left out. A task submitted before is
+// recorded to its end, and plugin processes' starts and exits always are,
+// so the trace holds whole tasks and every process. Statistics
+// (STARPU_WORKER_STATS, STARPU_BUS_STATS) keep counting. Without a trace
+// it does nothing.
+func (rt *Runtime) PauseTrace() {
+	if rt.trace != nil {
+		rt.trace.paused.Store(true)
+	}
+}
+
+// ResumeTrace records the trace again after PauseTrace or
+// Options.TracePaused, as StarPU's starpu_fxt_start_profiling.
+func (rt *Runtime) ResumeTrace() {
+	if rt.trace != nil {
+		rt.trace.paused.Store(false)
+	}
 }
 
 // WriteTrace writes the timelines of the workers, one row per worker, as a

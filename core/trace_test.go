@@ -672,3 +672,61 @@ func shutdownRead(t *testing.T, rt *core.Runtime, path string, hs ...*core.Handl
 	}
 	return tr
 }
+
+// A paused trace (Options.TracePaused, PauseTrace) leaves out the tasks
+// submitted meanwhile; a task submitted while it records is recorded to
+// its end, dependencies on it included, though the trace is paused again
+// before it runs. The in-memory trace follows the same rule.
+func TestTracePause(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.trace")
+	rt := start(t, core.Options{Config: testConfig(pluginDir), TraceFile: path, TracePaused: true, Trace: true})
+	h, err := core.RegisterVector(rt, make([]float32, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := func(n int) (ids []uint64) {
+		for range n {
+			task := &core.Task{Codelet: scalOnCPU, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode()}
+			if err := rt.Submit(task); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, task.ID())
+		}
+		return ids
+	}
+	chain(3) // paused from Init
+	rt.ResumeTrace()
+	recorded := chain(4)
+	rt.PauseTrace() // before they ran, most likely: they are recorded all the same
+	chain(2)
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+	var mem strings.Builder
+	if err := rt.WriteTrace(&mem); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(mem.String(), `"name":"scal_cpu"`); n != len(recorded) {
+		t.Errorf("the in-memory trace has %d runs, want %d:\n%s", n, len(recorded), mem.String())
+	}
+	tr := shutdownRead(t, rt, path, h)
+	var got []uint64
+	for _, task := range tr.Tasks {
+		got = append(got, task.ID)
+		if !task.Submitted || !task.Ran || task.Ready == 0 {
+			t.Errorf("task %d: submitted %v, ran %v, ready %d: want the whole task", task.ID, task.Submitted, task.Ran, task.Ready)
+		}
+	}
+	if !slices.Equal(got, recorded) {
+		t.Fatalf("traced tasks %v, want those submitted while recording: %v", got, recorded)
+	}
+	for i, task := range tr.Tasks {
+		var want []uint64 // the first one's predecessor was not traced
+		if i > 0 {
+			want = []uint64{recorded[i-1]}
+		}
+		if !slices.Equal(task.Preds, want) {
+			t.Errorf("task %d depends on %v, want %v", task.ID, task.Preds, want)
+		}
+	}
+}

@@ -9,8 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/starpu-go/starpu/core"
 )
 
 var pluginDir string
@@ -89,6 +92,7 @@ func TestRunWorkloads(t *testing.T) {
 		{[]string{"bench", "overhead", "--tasks", "2000"}, map[string]string{"mode": "tags", "buffers": "0"}, []string{"per_task_us", "submit_us", "engine_cpu_us", "workers"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--buffers", "2"}, map[string]string{"mode": "chain", "buffers": "2"}, []string{"per_task_us"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--independent"}, map[string]string{"mode": "independent"}, []string{"per_task_us"}},
+		{[]string{"bench", "overhead", "--tasks", "2000", "--rounds", "3"}, map[string]string{"mode": "tags", "rounds": "3"}, []string{"per_task_us"}},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -104,6 +108,25 @@ func TestRunWorkloads(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// bench overhead --trace-ab pauses the trace every other round: the
+// trace holds the recorded rounds' tasks only, and the cost is reported.
+func TestOverheadTraceAB(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "ab.trace")
+	kv := lastLine(t, "bench", "overhead", "--tasks", "500", "--buffers", "1", "--rounds", "4", "--trace-ab", "--trace", f)
+	for _, k := range []string{"paused_us", "recording_us", "trace_cost_ratio"} {
+		if v, err := strconv.ParseFloat(kv[k], 64); err != nil || v <= 0 {
+			t.Errorf("%s = %q, want a positive number (line: %v)", k, kv[k], kv)
+		}
+	}
+	tr, err := core.ReadTraceFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := tr.Summary(); s.Tasks != 1000 || s.Ran != 1000 {
+		t.Fatalf("the trace holds %d tasks (%d ran), want the 2 recorded rounds' 1000", s.Tasks, s.Ran)
 	}
 }
 
@@ -204,6 +227,8 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"run", "cholesky", "--precision", "half", "--size", "64", "--nblocks", "2", "--plugin-dir", pluginDir}, "want single or double"},
 		{[]string{"run", "vector-scal", "--sched", "nope", "--plugin-dir", pluginDir}, `unknown scheduler "nope"`},
 		{[]string{"bench", "overhead", "--independent", "--buffers", "1"}, "take no buffers"},
+		{[]string{"bench", "overhead", "--trace-ab", "--rounds", "3"}, "--rounds must be even, not 3"},
+		{[]string{"bench", "overhead", "--trace-ab", "--rounds", "2", "--plugin-dir", pluginDir}, "--trace-ab needs a trace file"},
 		{[]string{"bench", "sgemm", "--threads", "0"}, "bench sgemm: --threads 0 is out of range (1 to 1024)"},
 	}
 	for _, c := range cases {
@@ -228,6 +253,7 @@ func TestFlagBounds(t *testing.T) {
 		{[]string{"bench", "overhead", "--tasks", "0"}, "bench overhead: --tasks 0 is out of range"},
 		{[]string{"bench", "overhead", "--buffers", "100000000"}, "bench overhead: --buffers 100000000 is out of range (0 to 1024)"},
 		{[]string{"bench", "overhead", "--buffers", "-1"}, "bench overhead: --buffers -1 is out of range"},
+		{[]string{"bench", "overhead", "--rounds", "0"}, "bench overhead: --rounds 0 is out of range (1 to 10000)"},
 		{[]string{"run", "vector-scal", "--size", "4000000000"}, "vector-scal: --size 4000000000 is out of range (1 to 1073741824)"},
 		{[]string{"run", "vector-scal", "--size", "4000000", "--nparts", "2000000"}, "vector-scal: --nparts 2000000 is out of range (1 to 1048576)"},
 		{[]string{"run", "vector-scal", "--factor", "NaN"}, "vector-scal: --factor NaN is not a finite number"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/starpu-go/starpu/core"
@@ -25,19 +26,29 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 	ntasks := fs.Int("tasks", 100000, "number of tasks")
 	nbuffers := fs.Int("buffers", 0, "vector handles every task accesses in RW; 0, the default, chains the tasks by tags instead")
 	independent := fs.Bool("independent", false, "independent tasks instead of a chain (async_tasks_overhead)")
+	rounds := fs.Int("rounds", 1, "run the tasks this many times in one runtime and report the median round")
+	traceAB := fs.Bool("trace-ab", false, "with a trace (--trace or $STARPU_TRACE), pause it every other round and report what recording costs: the median ratio of each recorded round to the paused one before it (--rounds, even)")
 	if err := c.parse(args, out); err != nil {
 		return err
 	}
 	const cmd = "bench overhead"
-	if err := checkFlags(checkFlag(cmd, "tasks", *ntasks, 1, maxTasks), checkFlag(cmd, "buffers", *nbuffers, 0, maxBuffers)); err != nil {
+	if err := checkFlags(checkFlag(cmd, "tasks", *ntasks, 1, maxTasks), checkFlag(cmd, "buffers", *nbuffers, 0, maxBuffers),
+		checkFlag(cmd, "rounds", *rounds, 1, 10000)); err != nil {
 		return err
 	}
 	if *independent && *nbuffers > 0 {
 		return usagef("bench overhead: --independent tasks take no buffers")
 	}
+	if *traceAB && *rounds%2 != 0 {
+		return usagef("bench overhead: --trace-ab alternates paused and recorded rounds: --rounds must be even, not %d", *rounds)
+	}
 	rt, err := rf.start(ctx)
 	if err != nil {
 		return err
+	}
+	if *traceAB && !rt.Tracing() {
+		rt.Shutdown()
+		return usagef("bench overhead: --trace-ab needs a trace file: --trace FILE or $STARPU_TRACE")
 	}
 	modes := make([]core.Mode, *nbuffers)
 	handles := make([]*core.Handle, *nbuffers)
@@ -50,54 +61,26 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	cl := &core.Codelet{Name: "empty", Kernels: map[core.Arch]string{core.CPU: blasarg.Empty}, Modes: modes}
-	tasks := make([]core.Task, *ntasks)
-	for i := range tasks {
-		tasks[i] = core.Task{Codelet: cl, Handles: handles}
-	}
 	mode := "chain"
-	var submitTime time.Duration
-	cpu0, err := rt.EngineCPU()
-	if err != nil {
-		rt.Shutdown()
-		return err
-	}
-	start := time.Now()
 	switch {
 	case *independent:
 		mode = "independent"
-		for i := range tasks {
-			if err = rt.Submit(&tasks[i]); err != nil {
-				break
-			}
-		}
 	case *nbuffers == 0:
 		mode = "tags"
-		for i := 1; i < len(tasks) && err == nil; i++ {
-			if err = rt.DeclareTagDeps(core.TagID(i), core.TagID(i-1)); err != nil {
-				break
-			}
-			tasks[i].Tag, tasks[i].UseTag = core.TagID(i), true
-			err = rt.Submit(&tasks[i])
-		}
-		if err == nil {
-			tasks[0].Tag, tasks[0].UseTag = 0, true
-			err = rt.Submit(&tasks[0])
-		}
-	default:
-		for i := range tasks {
-			if err = rt.Submit(&tasks[i]); err != nil {
-				break
+	}
+	var per, sub, eng []float64 // per round, us per task
+	for r := 0; r < *rounds && err == nil; r++ {
+		if *traceAB {
+			if r%2 == 0 {
+				rt.PauseTrace()
+			} else {
+				rt.ResumeTrace()
 			}
 		}
-	}
-	submitTime = time.Since(start)
-	if werr := rt.WaitForAll(); err == nil {
-		err = werr
-	}
-	elapsed := time.Since(start)
-	cpu1, cerr := rt.EngineCPU()
-	if err == nil {
-		err = cerr
+		var rs roundTimes
+		// Tags are unique in a runtime: each round has its own.
+		rs, err = overheadRound(rt, cl, handles, mode, *ntasks, core.TagID(r*(*ntasks)))
+		per, sub, eng = append(per, rs.per), append(sub, rs.submit), append(eng, rs.engine)
 	}
 	for _, h := range handles {
 		if uerr := h.Unregister(); uerr != nil && err == nil {
@@ -110,12 +93,89 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	per := float64(elapsed.Nanoseconds()) / 1e3 / float64(*ntasks)
-	sub := float64(submitTime.Nanoseconds()) / 1e3 / float64(*ntasks)
-	eng := float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(*ntasks)
-	fmt.Fprintf(out, "overhead: %d empty tasks (%s, %d buffers, %d workers): total %v, per task %.2f us, submit %.2f us, engine CPU %.2f us (%.0f%% busy)\n",
-		*ntasks, mode, *nbuffers, len(rt.Workers()), elapsed, per, sub, eng, 100*eng/per)
-	kv(out, "overhead", map[string]any{"tasks": *ntasks, "buffers": *nbuffers, "mode": mode, "sched": rt.SchedName(), "workers": len(rt.Workers()),
-		"per_task_us": per, "submit_us": sub, "engine_cpu_us": eng})
+	p, su, e := median(per), median(sub), median(eng)
+	fmt.Fprintf(out, "overhead: %d empty tasks (%s, %d buffers, %d workers): per task %.2f us, submit %.2f us, engine CPU %.2f us (%.0f%% busy)",
+		*ntasks, mode, *nbuffers, len(rt.Workers()), p, su, e, 100*e/p)
+	if *rounds > 1 {
+		fmt.Fprintf(out, ", median of %d rounds", *rounds)
+	}
+	fmt.Fprintln(out)
+	kvs := map[string]any{"tasks": *ntasks, "buffers": *nbuffers, "mode": mode, "sched": rt.SchedName(), "workers": len(rt.Workers()),
+		"per_task_us": p, "submit_us": su, "engine_cpu_us": e, "rounds": *rounds}
+	if *traceAB {
+		var off, on, ratios []float64
+		for r := 0; r+1 < len(per); r += 2 {
+			off, on = append(off, per[r]), append(on, per[r+1])
+			ratios = append(ratios, per[r+1]/per[r])
+		}
+		m := median(ratios)
+		fmt.Fprintf(out, "trace cost: paused %.2f us, recording %.2f us per task (medians of %d rounds each); recording costs %+.1f%% (median of the pairs' ratios)\n",
+			median(off), median(on), len(off), 100*(m-1))
+		kvs["paused_us"], kvs["recording_us"], kvs["trace_cost_ratio"] = median(off), median(on), m
+	}
+	kv(out, "overhead", kvs)
 	return nil
+}
+
+// roundTimes is one round of bench overhead, in microseconds per task:
+// first submit to the end of wait-for-all, submitting, and the engine's
+// CPU time.
+type roundTimes struct{ per, submit, engine float64 }
+
+// overheadRound submits n empty tasks of codelet cl on handles in mode
+// (tags chains them by tags from tag0 on) and waits for them.
+func overheadRound(rt *core.Runtime, cl *core.Codelet, handles []*core.Handle, mode string, n int, tag0 core.TagID) (roundTimes, error) {
+	tasks := make([]core.Task, n)
+	for i := range tasks {
+		tasks[i] = core.Task{Codelet: cl, Handles: handles}
+	}
+	cpu0, err := rt.EngineCPU()
+	if err != nil {
+		return roundTimes{}, err
+	}
+	start := time.Now()
+	if mode == "tags" {
+		for i := 1; i < len(tasks) && err == nil; i++ {
+			if err = rt.DeclareTagDeps(tag0+core.TagID(i), tag0+core.TagID(i-1)); err != nil {
+				break
+			}
+			tasks[i].Tag, tasks[i].UseTag = tag0+core.TagID(i), true
+			err = rt.Submit(&tasks[i])
+		}
+		if err == nil {
+			tasks[0].Tag, tasks[0].UseTag = tag0, true
+			err = rt.Submit(&tasks[0])
+		}
+	} else {
+		for i := range tasks {
+			if err = rt.Submit(&tasks[i]); err != nil {
+				break
+			}
+		}
+	}
+	submitTime := time.Since(start)
+	if werr := rt.WaitForAll(); err == nil {
+		err = werr
+	}
+	elapsed := time.Since(start)
+	cpu1, cerr := rt.EngineCPU()
+	if err == nil {
+		err = cerr
+	}
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(n) }
+	return roundTimes{per: us(elapsed), submit: us(submitTime), engine: us(cpu1 - cpu0)}, err
+}
+
+// median is the middle value of xs (the mean of the two middle ones for
+// an even count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Sorted(slices.Values(xs))
+	m := len(xs) / 2
+	if len(xs)%2 == 0 {
+		return (xs[m-1] + xs[m]) / 2
+	}
+	return xs[m]
 }
