@@ -251,23 +251,29 @@ func (h *Handle) ReleaseOnNode(node int) error {
 }
 
 // unhold ends hold a: the application's changes to Go-registered memory go
-// to the RAM replicate, the device copy may be evicted again, writes go
-// through, and the tasks waiting for the hold are released.
+// to the RAM replicate (a write on a device makes that memory stale), the
+// held copy is again the only valid one, the device copy may be evicted
+// again, writes go through, and the tasks waiting for the hold are
+// released.
 func (h *Handle) unhold(a *acquisition) {
 	rt := h.rt
 	// A hold on no node wrote nothing the runtime has to propagate.
 	w := a.mode&W != 0 && a.node >= 0
-	if a.node == 0 && w && h.home != nil {
+	if w && h.home != nil {
 		h.mu.Lock()
-		h.copyHomeIn()
+		if a.node == 0 {
+			h.copyHomeIn()
+		} else {
+			h.homeValid = false
+		}
 		h.mu.Unlock()
 	}
-	if !rt.multiNode || a.node == AcquireNoNode || a.node == 0 && (!w || h.x.wt.Load() == 0) {
+	if !rt.multiNode || a.node == AcquireNoNode || a.node == 0 && !w {
 		rt.complete(a.job, -1, nil)
 		return
 	}
 	e := rt.engine
-	e.call(func() {
+	release := func() {
 		pinned := a.pinned
 		if a.node > 0 {
 			pinned = []int{a.node}
@@ -280,13 +286,25 @@ func (h *Handle) unhold(a *acquisition) {
 			}
 		}
 		if w {
+			// A data request may have copied the held copy while the
+			// application wrote it (a fetch tries again when the grant's
+			// write drops its copy): as after a task's write, only the
+			// held copy is valid.
+			h.written(a.node)
 			if g := e.writeThrough(h, a.node, nil); g != nil {
 				g.seal(func() { rt.complete(a.job, -1, nil) })
 				return
 			}
 		}
 		rt.complete(a.job, -1, nil)
-	})
+	}
+	// A release in RAM returns once the hold is over: the application
+	// may try to acquire again at once.
+	if a.node == 0 {
+		e.callWait(release)
+	} else {
+		e.call(release)
+	}
 }
 
 // acquireThen orders an acquisition of h in mode m with the tasks, and

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -963,5 +964,86 @@ func TestPluginInterfaceFootprint(t *testing.T) {
 	}
 	if p.Predicted <= 0 {
 		t.Fatalf("a CSR matrix of the calibrated shape with another firstentry predicted %v, want the calibrated mean", p.Predicted)
+	}
+}
+
+// devWrite changes h's copy on the in-process device in place, as a kernel
+// of the application's would under a hold on the device.
+func devWrite(t *testing.T, dev *memDevice, h *core.Handle, f func(i int, v float32) float32) {
+	t.Helper()
+	p, err := h.PointerOn(devNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	b := dev.bufs[uint64(p)]
+	for i := 0; i < len(b)/4; i++ {
+		v := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f(i, v)))
+	}
+}
+
+// What the application writes under a hold on the device reaches its own
+// memory: at Acquire in RAM and at Unregister. (The Go memory was taken
+// for up to date, as no task had written since: the write was lost.)
+func TestDeviceHoldWriteReachesHome(t *testing.T) {
+	rt, dev := startWithDevice(t, 1<<20)
+	x := ramp(8)
+	h := register(t, rt, x)
+	must(t, h.AcquireOnNode(devNode, core.RW))
+	devWrite(t, dev, h, func(i int, v float32) float32 { return v + 100 })
+	must(t, h.ReleaseOnNode(devNode))
+	must(t, h.Acquire(core.R))
+	got := slices.Clone(x)
+	must(t, h.Release())
+	must(t, h.Unregister())
+	for i := range x {
+		if got[i] != float32(i+100) || x[i] != float32(i+100) {
+			t.Fatalf("x[%d] = %v under Acquire(R), %v after Unregister; want %v", i, got[i], x[i], i+100)
+		}
+	}
+}
+
+// A fetch to the device that copies the RAM copy while the application
+// holds it for writing leaves no valid stale copy behind: at release the
+// held copy is the only valid one, as after a task's write. (The fetch's
+// first copy was dropped when the hold was granted; it copied again from
+// the held RAM copy, the device was left valid with the old value, and
+// the next device task worked on it.)
+func TestFetchDuringWriteHold(t *testing.T) {
+	rt, dev := startWithDevice(t, 1<<20)
+	scalOnDev := &core.Codelet{Name: "scal_dev", Kernels: map[driver.Arch]string{driver.OpenCL: "dev_scal_f32"}, Modes: []core.Mode{core.RW}}
+	x := make([]float32, 8)
+	h := register(t, rt, x)
+	must(t, h.FetchOnNode(devNode)) // allocated on the device
+	must(t, h.Acquire(core.RW))
+	for i := range x {
+		x[i] = 1
+	}
+	must(t, h.Release()) // RAM alone is valid: 1
+	release := dev.holdExecs(0)
+	scal(t, rt, scalOnDev, register(t, rt, make([]float32, 8)), 2) // holds the device's ring
+	for dev.waiting.Load() == 0 {
+		runtime.Gosched()
+	}
+	r, err := h.FetchOnNodeAsync(devNode) // its copy waits behind the held Exec
+	must(t, err)
+	must(t, h.Acquire(core.RW))
+	for i := range x {
+		x[i] = 2
+	}
+	release() // the first copy lands, stale; the fetch copies again
+	must(t, r.Wait())
+	must(t, h.Release())
+	if st := status(t, h, devNode); st.Valid {
+		t.Errorf("the device copy is valid after a writing hold in RAM: %+v", st)
+	}
+	scal(t, rt, scalOnDev, h, 1)
+	must(t, h.Unregister())
+	for i, v := range x {
+		if v != 2 {
+			t.Fatalf("x[%d] = %v, want 2 (the value written under the hold)", i, v)
+		}
 	}
 }

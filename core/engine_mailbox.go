@@ -2,6 +2,8 @@ package core
 
 // The engine's mailboxes; design note: docs/design/hot-path.md.
 
+import "syscall"
+
 // The engine's mailboxes: work other goroutines hand the engine goroutine
 // (call), and device-memory messages (allocations, frees, copies) waiting
 // for room in a worker's dispatch ring (postCtl). The engine.go header
@@ -14,6 +16,21 @@ func (e *engine) call(f func()) {
 	e.callMu.Unlock()
 	e.ncalls.Add(1)
 	e.coreBell.Ring()
+}
+
+// callWait runs f on the engine goroutine and waits for it; called there
+// (from a callback the engine runs), it runs f at once.
+func (e *engine) callWait(f func()) {
+	if int32(syscall.Gettid()) == e.tid.Load() {
+		f()
+		return
+	}
+	done := make(chan struct{})
+	e.call(func() {
+		f()
+		close(done)
+	})
+	<-done
 }
 
 func (e *engine) runCalls() {

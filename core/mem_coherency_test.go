@@ -48,6 +48,8 @@ type memDevice struct {
 	// device as long as a test needs.
 	hold   chan struct{}
 	passes int
+	// waiting counts the Execs held now.
+	waiting atomic.Int32
 }
 
 // holdExecs lets the next passes Execs run and keeps the ones after in
@@ -75,7 +77,9 @@ func (d *memDevice) waitHold() {
 	}
 	d.mu.Unlock()
 	if ch != nil {
+		d.waiting.Add(1)
 		<-ch
+		d.waiting.Add(-1)
 	}
 }
 
