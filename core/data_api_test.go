@@ -1047,3 +1047,28 @@ func TestFetchDuringWriteHold(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAcquireReleaseRW is a writing hold in RAM and its release on a
+// runtime with a device, the handle valid in RAM alone.
+func BenchmarkAcquireReleaseRW(b *testing.B) {
+	rt, _ := startWithDevice(b, 1<<20)
+	x := make([]float32, 256)
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := h.Acquire(core.RW); err != nil {
+			b.Fatal(err)
+		}
+		x[0]++
+		if err := h.Release(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := h.Unregister(); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -241,7 +241,7 @@ func startWithOpenCL(t *testing.T, capacity uint64) (*core.Runtime, *core.Codele
 
 // startWithDevice runs one CPU worker (a plugin process) and a memDevice
 // of capacity bytes in process.
-func startWithDevice(t *testing.T, capacity uint64) (*core.Runtime, *memDevice) {
+func startWithDevice(t testing.TB, capacity uint64) (*core.Runtime, *memDevice) {
 	t.Helper()
 	cfg := testConfig(pluginDir)
 	cfg.NCPU = 1

@@ -58,7 +58,7 @@ var setups = []struct {
 	}},
 }
 
-func start(t *testing.T, opt core.Options) *core.Runtime {
+func start(t testing.TB, opt core.Options) *core.Runtime {
 	t.Helper()
 	rt, err := core.Init(context.Background(), opt)
 	if err != nil {
