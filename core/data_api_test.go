@@ -1048,6 +1048,62 @@ func TestFetchDuringWriteHold(t *testing.T) {
 	}
 }
 
+// devRead is h's copy on the in-process device.
+func devRead(t *testing.T, dev *memDevice, h *core.Handle) []float32 {
+	t.Helper()
+	var out []float32
+	devWrite(t, dev, h, func(_ int, v float32) float32 {
+		out = append(out, v)
+		return v
+	})
+	return out
+}
+
+// A fetch to the device racing a copy into the handle leaves no valid
+// stale copy: the copy ends as a write. (The copy's write was recorded
+// before it wrote RAM; the fetch's retried transfer read RAM meanwhile
+// and left the device valid with the value from before, in about one
+// round in twelve.) Timing decides whether a round races; 200 rounds
+// always had some.
+func TestFetchDuringCopy(t *testing.T) {
+	rt, dev := startWithDevice(t, 1<<20)
+	const n = 200
+	x, src := make([]float32, n), make([]float32, n)
+	h, hs := register(t, rt, x), register(t, rt, src)
+	stale := 0
+	for round := 1; round <= 200; round++ {
+		must(t, h.Acquire(core.W)) // h in RAM alone: -round
+		for i := range x {
+			x[i] = float32(-round)
+		}
+		must(t, h.Release())
+		must(t, hs.Acquire(core.W))
+		for i := range src {
+			src[i] = float32(round)
+		}
+		must(t, hs.Release())
+		r, err := h.FetchOnNodeAsync(devNode)
+		must(t, err)
+		must(t, h.CopyFromAsync(hs, nil))
+		must(t, rt.WaitForAll())
+		must(t, r.Wait())
+		if !h.IsOnNode(devNode) {
+			continue
+		}
+		must(t, h.AcquireOnNode(devNode, core.R))
+		got := devRead(t, dev, h)
+		must(t, h.ReleaseOnNode(devNode))
+		if got[0] != float32(round) || got[n-1] != float32(round) {
+			if stale++; stale <= 3 {
+				t.Errorf("round %d: the device copy is valid with %v..%v, want %d", round, got[0], got[n-1], round)
+			}
+		}
+	}
+	if stale > 0 {
+		t.Fatalf("%d of 200 rounds left a stale valid device copy", stale)
+	}
+}
+
 // BenchmarkAcquireReleaseRW is a writing hold in RAM and its release on a
 // runtime with a device, the handle valid in RAM alone.
 func BenchmarkAcquireReleaseRW(b *testing.B) {

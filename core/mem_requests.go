@@ -873,6 +873,12 @@ func (h *Handle) runCopy(src *Handle, j *job, done func(error)) {
 			h.homeValid = false
 		}
 		h.mu.Unlock()
+		if rt.multiNode {
+			// A data request may have copied RAM while it was being
+			// written (a fetch tries again when fetchTo's write drops its
+			// copy): as after a task's write, RAM alone is valid.
+			rt.engine.callWait(func() { h.written(0) })
+		}
 		h.writeThroughSync(0)
 	}
 	if err == nil {
