@@ -274,6 +274,15 @@ func (h *Handle) unhold(a *acquisition) {
 	}
 	e := rt.engine
 	release := func() {
+		if w {
+			// A data request may have copied the held copy while the
+			// application wrote it (a fetch tries again when the grant's
+			// write drops its copy): as after a task's write, only the
+			// held copy is valid. Before the copy is unpinned: an
+			// allocation waiting for memory may evict it at once, and
+			// must see it dirty.
+			h.written(a.node)
+		}
 		pinned := a.pinned
 		if a.node > 0 {
 			pinned = []int{a.node}
@@ -286,11 +295,6 @@ func (h *Handle) unhold(a *acquisition) {
 			}
 		}
 		if w {
-			// A data request may have copied the held copy while the
-			// application wrote it (a fetch tries again when the grant's
-			// write drops its copy): as after a task's write, only the
-			// held copy is valid.
-			h.written(a.node)
 			if g := e.writeThrough(h, a.node, nil); g != nil {
 				g.seal(func() { rt.complete(a.job, -1, nil) })
 				return

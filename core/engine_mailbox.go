@@ -18,11 +18,12 @@ func (e *engine) call(f func()) {
 	e.coreBell.Ring()
 }
 
-// callWait runs f on the engine goroutine and waits for it; called there
-// (from a callback the engine runs), it runs f at once.
+// callWait runs f on the engine goroutine and waits for it. Called there
+// (from a callback the engine runs), it only queues f: running it at once
+// would change replicate state in the middle of the engine's operation.
 func (e *engine) callWait(f func()) {
 	if int32(syscall.Gettid()) == e.tid.Load() {
-		f()
+		e.call(f)
 		return
 	}
 	done := make(chan struct{})
