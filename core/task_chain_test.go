@@ -69,6 +69,13 @@ func TestChainRW(t *testing.T) {
 			}
 			cl := &core.Codelet{Name: "scal", Kernels: map[core.Arch]string{core.CPU: blasarg.ScalF32}, Modes: []core.Mode{core.RW}}
 			tasks := make([]*core.Task, n)
+			// Held while the chain is submitted, so that no task runs
+			// before its successor is submitted, however slow submission
+			// is on a loaded machine: the chain is then all queued when
+			// the hold ends.
+			if err := h.Acquire(core.RW); err != nil {
+				t.Fatal(err)
+			}
 			for i := range tasks {
 				alpha := float32(2)
 				if i%2 == 1 {
@@ -76,6 +83,9 @@ func TestChainRW(t *testing.T) {
 				}
 				tasks[i] = &core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: float64(alpha)}.Encode()}
 				submit(t, rt, tasks[i])
+			}
+			if err := h.Release(); err != nil {
+				t.Fatal(err)
 			}
 			if err := rt.WaitForAll(); err != nil {
 				t.Fatal(err)
