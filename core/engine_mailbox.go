@@ -18,14 +18,33 @@ func (e *engine) call(f func()) {
 	e.coreBell.Ring()
 }
 
+// sync runs f on the engine goroutine and waits, or runs it at once when
+// called there (from a callback): for what only reads replicate state or
+// pins it.
+func (e *engine) sync(f func()) {
+	if e.onGoroutine() {
+		f()
+		return
+	}
+	e.wait(f)
+}
+
 // callWait runs f on the engine goroutine and waits for it. Called there
 // (from a callback the engine runs), it only queues f: running it at once
 // would change replicate state in the middle of the engine's operation.
 func (e *engine) callWait(f func()) {
-	if int32(syscall.Gettid()) == e.tid.Load() {
+	if e.onGoroutine() {
 		e.call(f)
 		return
 	}
+	e.wait(f)
+}
+
+// onGoroutine reports whether the caller runs on the engine goroutine.
+func (e *engine) onGoroutine() bool { return int32(syscall.Gettid()) == e.tid.Load() }
+
+// wait runs f on the engine goroutine, from another, and waits for it.
+func (e *engine) wait(f func()) {
 	done := make(chan struct{})
 	e.call(func() {
 		f()

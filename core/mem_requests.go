@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"syscall"
 
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 )
@@ -315,21 +314,6 @@ func evictionClass(r *replicate, node int) int {
 		return 0
 	}
 	return 1
-}
-
-// sync runs f on the engine goroutine and waits, or runs it at once when
-// called there (from a callback).
-func (e *engine) sync(f func()) {
-	if int32(syscall.Gettid()) == e.tid.Load() {
-		f()
-		return
-	}
-	done := make(chan struct{})
-	e.call(func() {
-		f()
-		close(done)
-	})
-	<-done
 }
 
 // DataRequest is an asynchronous data request the application made: a
