@@ -62,7 +62,13 @@ func TestChainRW(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rt.Shutdown()
-			x := []float32{3}
+			// Tasks of some tens of microseconds: the policy, which may
+			// be starved of a core while the worker runs, accepts a
+			// successor only while its predecessor has not ended.
+			x := make([]float32, 1<<17)
+			for i := range x {
+				x[i] = 3
+			}
 			h, err := core.RegisterVector(rt, x)
 			if err != nil {
 				t.Fatal(err)
@@ -104,8 +110,8 @@ func TestChainRW(t *testing.T) {
 			if err := h.Unregister(); err != nil {
 				t.Fatal(err)
 			}
-			if x[0] != 3 {
-				t.Errorf("x = %v, want 3 (x2, x0.5, ... %d times)", x[0], n)
+			if x[0] != 3 || x[len(x)-1] != 3 {
+				t.Errorf("x = %v ... %v, want 3 (x2, x0.5, ... %d times)", x[0], x[len(x)-1], n)
 			}
 		})
 	}
