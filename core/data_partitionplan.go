@@ -637,10 +637,5 @@ func (rt *Runtime) onEngine(f func(e *engine)) {
 	if !rt.multiNode {
 		return
 	}
-	done := make(chan struct{})
-	rt.engine.call(func() {
-		f(rt.engine)
-		close(done)
-	})
-	<-done
+	rt.engine.wait(func() { f(rt.engine) })
 }

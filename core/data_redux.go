@@ -167,7 +167,7 @@ func (h *Handle) closeRedux(st *accessState) []*job {
 		}
 		j := rt.newJob()
 		j.task, t.job = t, j
-		j.traced = rt.trace != nil && !rt.trace.paused.Load() // no submit record: the runtime made it
+		j.traced = rt.trace.recording() // no submit record: the runtime made it
 		// Before checkTask: a reduction job may fold into a handle being
 		// unregistered (the unregistration's access closes the group).
 		j.access().reduce = &reduceStep{c: c, phase: g.phase}

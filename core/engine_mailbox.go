@@ -2,12 +2,12 @@ package core
 
 // The engine's mailboxes; design note: docs/design/hot-path.md.
 
-import "syscall"
-
 // The engine's mailboxes: work other goroutines hand the engine goroutine
 // (call), and device-memory messages (allocations, frees, copies) waiting
 // for room in a worker's dispatch ring (postCtl). The engine.go header
 // says what the engine goroutine owns and why the others go through here.
+
+import "syscall"
 
 // call runs f on the engine goroutine, which owns replicate state.
 func (e *engine) call(f func()) {

@@ -735,12 +735,9 @@ func (h *Handle) dropReplicates() {
 	if !rt.multiNode {
 		return
 	}
-	done := make(chan struct{})
-	rt.engine.call(func() {
+	rt.engine.wait(func() {
 		for i := 1; i < len(h.reps); i++ {
 			rt.engine.release(&h.reps[i])
 		}
-		close(done)
 	})
-	<-done
 }

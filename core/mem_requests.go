@@ -270,16 +270,20 @@ func (e *engine) writeThrough(h *Handle, n int, g *opGroup) *opGroup {
 	return g
 }
 
-// writeThroughSync is writeThrough for a write the application made on
-// node n, waiting for the copies.
-func (h *Handle) writeThroughSync(n int) {
+// writtenSync records a write made on node n off the engine goroutine, as
+// a task's completion does: a data request may have copied the replicate
+// while it was being written (a fetch tries again when the write's
+// fetchTo drops its copy), so node n alone is valid. It then writes
+// through and waits for the copies.
+func (h *Handle) writtenSync(n int) {
 	rt := h.rt
-	if !rt.multiNode || h.x.wt.Load() == 0 {
+	if !rt.multiNode {
 		return
 	}
 	done := make(chan struct{})
 	e := rt.engine
 	e.call(func() {
+		h.written(n)
 		g := e.writeThrough(h, n, nil)
 		if g == nil {
 			close(done)
@@ -857,13 +861,7 @@ func (h *Handle) runCopy(src *Handle, j *job, done func(error)) {
 			h.homeValid = false
 		}
 		h.mu.Unlock()
-		if rt.multiNode {
-			// A data request may have copied RAM while it was being
-			// written (a fetch tries again when fetchTo's write drops its
-			// copy): as after a task's write, RAM alone is valid.
-			rt.engine.callWait(func() { h.written(0) })
-		}
-		h.writeThroughSync(0)
+		h.writtenSync(0)
 	}
 	if err == nil {
 		h.clearLost() // written anew

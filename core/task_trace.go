@@ -227,7 +227,7 @@ func (rt *Runtime) traceNodes() []trace.Node {
 // submit records j's submission: its names, and its handles with their
 // modes, sizes and footprints (Submit, after the checks).
 func (tr *tracer) submit(rt *Runtime, j *job) {
-	if tr.paused.Load() {
+	if !tr.recording() {
 		return
 	}
 	j.traced = true
@@ -365,7 +365,7 @@ func (tr *tracer) team(c *combinedWorker) uint16 {
 // an allocation (from s to e, 0 none) for its next task's record: the
 // trace has states per worker between tasks only; engine goroutine.
 func (tr *tracer) slept(worker int, s, e int64) {
-	if e == 0 || tr.stream == nil || worker < 0 || tr.paused.Load() {
+	if e == 0 || tr.stream == nil || worker < 0 || !tr.recording() {
 		return
 	}
 	if worker >= len(tr.asleep) {
@@ -407,7 +407,7 @@ func (tr *tracer) xferDone(id uint64, start, end int64, failed bool) {
 		return // an allocation
 	}
 	delete(tr.xfers, id)
-	if tr.stream != nil && !tr.paused.Load() {
+	if tr.stream != nil && tr.recording() {
 		tr.stream.Transfer(trace.Transfer{Src: x.src, Dst: x.dst, Bytes: x.bytes, Handle: x.handle, Start: start, End: end, Failed: failed})
 	}
 	if tr.busStats && !failed {
@@ -469,7 +469,7 @@ type CommEvent struct {
 // any goroutine may. Without a trace file it costs one nil check.
 func (rt *Runtime) TraceComm(c CommEvent) {
 	tr := rt.trace
-	if tr == nil || tr.stream == nil || tr.paused.Load() {
+	if tr == nil || tr.stream == nil || !tr.recording() {
 		return
 	}
 	x := trace.Comm{Send: c.Send, Peer: c.Peer, Tag: c.Tag, Bytes: c.Bytes, Failed: c.Failed,
@@ -483,6 +483,10 @@ func (rt *Runtime) TraceComm(c CommEvent) {
 // Tracing reports whether a trace file is being written (Options.TraceFile
 // or $STARPU_TRACE), paused or not.
 func (rt *Runtime) Tracing() bool { return rt.trace != nil && rt.trace.stream != nil }
+
+// recording says whether the trace records now (PauseTrace); nil, no
+// trace, does not.
+func (tr *tracer) recording() bool { return tr != nil && !tr.paused.Load() }
 
 // PauseTrace stops recording the trace (Options.TraceFile or
 // $STARPU_TRACE, and Options.Trace's), as StarPU's
