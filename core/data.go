@@ -133,7 +133,7 @@ func (h *Handle) depend(j *job, mode Mode) {
 // access state; h.mu held.
 func (h *Handle) dependPlain(j *job, mode Mode) {
 	if mode&W == 0 {
-		addDep(h.lastWriter, j)
+		h.rt.dependOn(h.lastWriter, j)
 		if len(h.readers) >= 64 {
 			h.readers = pruneReleased(h.readers)
 		}
@@ -141,10 +141,10 @@ func (h *Handle) dependPlain(j *job, mode Mode) {
 	} else {
 		if len(h.readers) > 0 {
 			for _, r := range h.readers {
-				addDep(r, j)
+				h.rt.dependOn(r, j)
 			}
 		} else {
-			addDep(h.lastWriter, j)
+			h.rt.dependOn(h.lastWriter, j)
 		}
 		clear(h.readers)
 		h.readers = h.readers[:0]

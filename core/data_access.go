@@ -390,7 +390,7 @@ func (h *Handle) accessLocked(j *job, mode Mode, seq bool) []*job {
 		if len(st.legacy) > 0 {
 			st.legacy = pruneReleased(st.legacy)
 			for _, p := range st.legacy {
-				addDep(p, j)
+				h.rt.dependOn(p, j)
 			}
 		}
 		st.free++
@@ -415,10 +415,10 @@ func (h *Handle) accessLocked(j *job, mode Mode, seq bool) []*job {
 	case m&W == 0:
 		if g := st.group; g != nil {
 			for _, p := range g.members {
-				addDep(p, j)
+				h.rt.dependOn(p, j)
 			}
 		} else {
-			addDep(h.lastWriter, j)
+			h.rt.dependOn(h.lastWriter, j)
 		}
 		if len(h.readers) >= 64 {
 			h.readers = pruneReleased(h.readers)
@@ -428,14 +428,14 @@ func (h *Handle) accessLocked(j *job, mode Mode, seq bool) []*job {
 		switch {
 		case len(h.readers) > 0:
 			for _, r := range h.readers {
-				addDep(r, j)
+				h.rt.dependOn(r, j)
 			}
 		case st.group != nil:
 			for _, p := range st.group.members {
-				addDep(p, j)
+				h.rt.dependOn(p, j)
 			}
 		default:
-			addDep(h.lastWriter, j)
+			h.rt.dependOn(h.lastWriter, j)
 		}
 		clear(h.readers)
 		h.readers = h.readers[:0]
@@ -494,7 +494,7 @@ func (h *Handle) join(st *accessState, j *job, redux bool) {
 			g.preds = pruneReleased(g.preds)
 		}
 		for _, p := range g.preds {
-			addDep(p, j)
+			h.rt.dependOn(p, j)
 		}
 		if len(g.members) >= 64 {
 			g.members = pruneReleased(g.members)
@@ -512,7 +512,7 @@ func (h *Handle) join(st *accessState, j *job, redux bool) {
 		preds = []*job{h.lastWriter}
 	}
 	for _, p := range preds {
-		addDep(p, j)
+		h.rt.dependOn(p, j)
 	}
 	ng := &accessGroup{redux: redux, preds: preds, members: []*job{j}}
 	if redux {

@@ -183,10 +183,10 @@ func (h *Handle) closeRedux(st *accessState) []*job {
 		j.status.Store(uint32(statusWaiting))
 		if prev == nil {
 			for _, m := range g.members {
-				addDep(m, j)
+				rt.dependOn(m, j)
 			}
 		} else {
-			addDep(prev, j)
+			rt.dependOn(prev, j)
 		}
 		rt.waits.pending.Add(1)
 		jobs = append(jobs, j)

@@ -313,6 +313,10 @@ type jobExt struct {
 	// declPreds (on the head) are the tasks DeclareDeps made the task
 	// wait for: every run Regenerate makes waits for them again.
 	declPreds []*Task
+	// endedPreds are predecessors DeclareDeps was given that had already
+	// terminated before the job was submitted: no wait, but the trace
+	// records their edges once the submission is (traceEndedPreds).
+	endedPreds []*job
 }
 
 // reduces tells whether j folds a REDUX contribution into its first
@@ -418,6 +422,17 @@ func addDep(pred, succ *job) bool {
 	return added
 }
 
+// dependOn is addDep for a dependency the runtime infers (data, REDUX): a
+// predecessor that already terminated adds no wait, but a trace still
+// records the edge, as StarPU's records every dependency it declares, so
+// that a task.rec's DependsOn and the critical path do not depend on how
+// fast the predecessor ran.
+func (rt *Runtime) dependOn(pred, succ *job) {
+	if !addDep(pred, succ) && pred != nil && pred != succ && rt.trace != nil {
+		rt.trace.edge(pred, succ, false)
+	}
+}
+
 // Submit hands a task to the runtime. Errors in the task (wrong number of
 // handles, an unregistered handle, a codelet no worker can run) are returned
 // here; errors while running are returned by Wait.
@@ -453,6 +468,7 @@ func (rt *Runtime) Submit(t *Task) error {
 	}
 	if rt.trace != nil {
 		rt.trace.submit(rt, j)
+		rt.traceEndedPreds(j)
 	}
 	t.job = j
 	rt.waits.pending.Add(1)

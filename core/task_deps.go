@@ -42,6 +42,7 @@ func (rt *Runtime) DeclareDeps(t *Task, preds ...*Task) error {
 		pj.mu.Lock()
 		if pj.released {
 			pj.mu.Unlock()
+			rt.traceEndedPred(pj, j, live)
 			continue
 		}
 		if live {
@@ -72,6 +73,39 @@ func (rt *Runtime) DeclareDeps(t *Task, preds ...*Task) error {
 	return nil
 }
 
+// traceEndedPred records, for a trace, that succ depends on pred, which
+// terminated before DeclareDeps was called: at once when succ is submitted
+// (live), else once it is (traceEndedPreds), as its submit record must come
+// first.
+func (rt *Runtime) traceEndedPred(pred, succ *job, live bool) {
+	switch {
+	case rt.trace == nil:
+	case live:
+		rt.trace.edge(pred, succ, false)
+	default:
+		succ.mu.Lock()
+		x := succ.x()
+		x.endedPreds = append(x.endedPreds, pred)
+		succ.mu.Unlock()
+	}
+}
+
+// traceEndedPreds records the edges traceEndedPred kept for j, once its
+// submission is recorded.
+func (rt *Runtime) traceEndedPreds(j *job) {
+	x := j.ext.Load()
+	if x == nil {
+		return
+	}
+	j.mu.Lock()
+	preds := x.endedPreds
+	x.endedPreds = nil
+	j.mu.Unlock()
+	for _, p := range preds {
+		rt.trace.edge(p, j, false)
+	}
+}
+
 // redeclareDeps makes j, the next run of regenerated task t (head h), wait
 // for t's declared predecessors: the run of each in flight, else the next
 // run of one with Regenerate set; a predecessor that terminated and will
@@ -89,6 +123,9 @@ func (rt *Runtime) redeclareDeps(t *Task, h, j *job) {
 		if pj.released {
 			pj.mu.Unlock()
 			if !p.Regenerate {
+				if rt.trace != nil {
+					rt.trace.edge(pj, j, false)
+				}
 				continue
 			}
 			pj = rt.nextRun(p)

@@ -132,6 +132,90 @@ func TestTraceFile(t *testing.T) {
 	}
 }
 
+// A dependency on a task that had already ended when it was made (inferred
+// from data, declared before the submission, declared on a waiting task)
+// adds no wait but is an edge of the trace all the same, as in StarPU's:
+// DependsOn must not depend on how fast the predecessor ran. A CI run
+// lost TestTraceFile's edges when a 16-element task ended before the next
+// was submitted.
+func TestTraceEdgeToEndedTask(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.trace")
+	rt, err := core.Init(context.Background(), core.Options{Config: testConfig(pluginDir), TraceFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, 16)
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &core.Task{Codelet: scalOnCPU, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode(), Name: "a"}
+	if err := rt.Submit(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Wait(a); err != nil {
+		t.Fatal(err)
+	}
+	b := &core.Task{Codelet: scalOnCPU, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode(), Name: "b"}
+	if err := rt.Submit(b); err != nil {
+		t.Fatal(err)
+	}
+	c := &core.Task{Name: "c"}
+	if err := rt.DeclareDeps(c, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Submit(c); err != nil {
+		t.Fatal(err)
+	}
+	d, e := &core.Task{Name: "d"}, &core.Task{Name: "e"}
+	if err := rt.DeclareDeps(d, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Submit(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.DeclareDeps(d, a); err != nil { // d waits for e
+		t.Fatal(err)
+	}
+	if err := rt.Submit(e); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	tf, err := core.ReadTraceFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec strings.Builder
+	if err := tf.WriteTasksRec(&rec); err != nil {
+		t.Fatal(err)
+	}
+	deps := map[string]string{}
+	for _, r := range strings.Split(strings.TrimSpace(rec.String()), "\n\n") {
+		f := fields(r)
+		deps[f["Name"]] = f["DependsOn"]
+	}
+	ida, ide := itoa(a.ID()), itoa(e.ID())
+	for _, tc := range []struct{ task, want string }{
+		{"a", ""},
+		{"b", ida},
+		{"c", ida},
+		{"d", ide + " " + ida},
+	} {
+		got := deps[tc.task]
+		if tc.task == "d" && got == ida+" "+ide {
+			got = tc.want
+		}
+		if got != tc.want {
+			t.Errorf("task %s depends on %q, want %q", tc.task, deps[tc.task], tc.want)
+		}
+	}
+}
+
 func fields(rec string) map[string]string {
 	m := map[string]string{}
 	for _, l := range strings.Split(rec, "\n") {
