@@ -168,7 +168,7 @@ func (c *chromeSink) consume(br io.ByteReader, version int) error {
 			}
 		case kindEdge:
 			from, to, w, s, e := r.edge()
-			if q := c.tasks[from]; q != nil && q.Submitted && !q.Ran && r.err == nil {
+			if q := c.tasks[from]; w < 0 && q != nil && q.Submitted && !q.Ran && r.err == nil {
 				// A task releases its successors once it has run or,
 				// when it runs nowhere, terminated: this one is over.
 				if err = c.instant(q); err != nil {

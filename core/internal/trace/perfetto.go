@@ -803,7 +803,7 @@ func (c *pfConverter) consume(br io.ByteReader, version int) error {
 			if r.err != nil {
 				break
 			}
-			if q := c.tasks[from]; q != nil && q.Submitted && !q.Ran {
+			if q := c.tasks[from]; w < 0 && q != nil && q.Submitted && !q.Ran {
 				// A task releases its successors once it has run or,
 				// when it runs nowhere, terminated: this one is over.
 				c.ranNowhere(q)

@@ -135,6 +135,64 @@ func TestStreamRoundTrip(t *testing.T) {
 	}
 }
 
+// An edge from a task that ran may come before that task's run record: a
+// dependency on a task that ended is recorded by the submitting goroutine
+// while the engine still holds the run record for the end of its round.
+// Every reader keeps both the run and the edge; only an edge from a task
+// that ran nowhere (worker -1) ends it.
+func TestEdgeBeforeRun(t *testing.T) {
+	var f memFile
+	s, err := NewStream(&f, origin, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Describe(testWorkers, testNodes)
+	s.Submit(&SubmitEvent{ID: 1, Name: "a", Time: origin + 10})
+	s.Submit(&SubmitEvent{ID: 2, Name: "b", Time: origin + 20})
+	s.Edge(1, 2, 0, origin+30, origin+40)
+	s.Ready(2, origin+45)
+	s.Write([]Rec{{Kind: RecRun, ID: 1, Worker: 0, Start: origin + 30, End: origin + 40, Impl: -1, Predicted: -1, PredictedTransfer: -1}}, nil)
+	s.Run(2, 1, origin+50, origin+60, 0, false)
+	if err := s.Close(testWorkers, testNodes); err != nil {
+		t.Fatal(err)
+	}
+	native := f.Bytes()
+	var js bytes.Buffer
+	if err := ConvertChrome(&js, bytes.NewReader(native)); err != nil {
+		t.Fatal(err)
+	}
+	for name, file := range map[string][]byte{"native": native, "json": js.Bytes()} {
+		got, err := Read(bytes.NewReader(file))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(got.Tasks) != 2 {
+			t.Fatalf("%s: %d tasks, want 2", name, len(got.Tasks))
+		}
+		a, b := got.Tasks[0], got.Tasks[1]
+		if a.Name != "a" || !a.Ran || a.Worker != 0 || a.End != 40 || !b.Ran || !reflect.DeepEqual(b.Preds, []uint64{1}) {
+			t.Errorf("%s: a %+v\nb %+v\nwant both run, b after a", name, a, b)
+		}
+	}
+	var pf bytes.Buffer
+	if err := ConvertPerfetto(&pf, bytes.NewReader(native)); err != nil {
+		t.Fatal(err)
+	}
+	ran, instants := 0, 0
+	for _, o := range checkPerfetto(t, pf.Bytes()).out {
+		if o.cat == "task" {
+			if o.instant {
+				instants++
+			} else {
+				ran++
+			}
+		}
+	}
+	if ran != 2 || instants != 0 {
+		t.Errorf("perfetto: %d task slices and %d instants, want 2 and 0", ran, instants)
+	}
+}
+
 // blockedFile stalls writes until release is closed.
 type blockedFile struct {
 	release chan struct{}
