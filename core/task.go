@@ -534,7 +534,7 @@ func (rt *Runtime) enqueue(t *Task, j *job) {
 	}
 	j.status.Store(uint32(statusWaiting))
 	if j.ndeps.Add(-1) == 0 {
-		rt.ready(j, -1)
+		rt.ready(j, readyAtSubmit)
 	} else if rt.chains {
 		rt.chainSubmitted(j)
 	}
@@ -688,10 +688,16 @@ func (rt *Runtime) placeTask(t *Task, j *job, name string) error {
 	return rt.placeByNodes(t, j, name)
 }
 
+// readyAtSubmit is ready's releasedBy for a job ready at its submission
+// (enqueue): as -1, but a trace then leaves its ready record out, the
+// submit record's time being its ready time (task_trace.go).
+const readyAtSubmit int32 = -2
+
 // ready is called once a job's dependencies are all met; releasedBy is the
-// worker whose task completion made it ready, or -1.
+// worker whose task completion made it ready, or -1 (readyAtSubmit).
 func (rt *Runtime) ready(j *job, releasedBy int32) {
-	if rt.chains && rt.chainReady(j, releasedBy >= 0) {
+	by := max(releasedBy, -1)
+	if rt.chains && rt.chainReady(j, by >= 0) {
 		return // queued behind its predecessor already
 	}
 	switch {
@@ -702,7 +708,7 @@ func (rt *Runtime) ready(j *job, releasedBy int32) {
 		j.acquire.grant()
 	case j.nowhere:
 		if f := j.task.PrologueCallback; f != nil {
-			rt.taskCallback(f, j.task, releasedBy)
+			rt.taskCallback(f, j.task, by)
 		}
 		if j.arb && !rt.lockData(j) {
 			return // completed with the data locks
@@ -713,7 +719,7 @@ func (rt *Runtime) ready(j *job, releasedBy int32) {
 			return
 		}
 		if f := j.task.PrologueCallback; f != nil {
-			rt.taskCallback(f, j.task, releasedBy)
+			rt.taskCallback(f, j.task, by)
 		}
 		j.status.Store(uint32(StatusReady))
 		if j.task.WorkerOrder != 0 && !rt.orderTurn(j) {
@@ -734,11 +740,11 @@ func (rt *Runtime) pushReady(j *job, releasedBy int32) {
 
 func (rt *Runtime) pushLocked(j *job, releasedBy int32) {
 	if rt.trace != nil {
-		rt.trace.ready(j, releasedBy >= 0)
+		rt.trace.ready(j, releasedBy)
 	}
 	j.counted = true
 	rt.waits.nready.Add(1)
-	rt.push(j, releasedBy)
+	rt.push(j, max(releasedBy, -1))
 }
 
 // Wait blocks until t has completed and returns its error. A detached task

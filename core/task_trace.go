@@ -266,13 +266,17 @@ func (tr *tracer) submit(rt *Runtime, j *job) {
 }
 
 // ready records that j's dependencies are met and it goes to a policy
-// (pushLocked). engine says the engine goroutine released it (a task
-// completion did: releasedBy >= 0): the record then waits for the end of
-// the round, with its time read now.
-func (tr *tracer) ready(j *job, engine bool) {
+// (pushLocked). releasedBy >= 0 says the engine goroutine released it (a
+// task completion did): the record then waits for the end of the round,
+// with its time read now. A job ready at its submission (readyAtSubmit)
+// gets no record: a reader takes the submit record's time for the ready
+// time of a task that ran without one (format 5), which spares the
+// submitting goroutine, the bottleneck of independent tasks, a clock read
+// and a record per task; the two times differ by the dependency check.
+func (tr *tracer) ready(j *job, releasedBy int32) {
 	switch {
-	case tr.stream == nil || !j.traced:
-	case engine:
+	case tr.stream == nil || !j.traced || releasedBy == readyAtSubmit:
+	case releasedBy >= 0:
 		tr.round = append(tr.round, trace.Rec{Kind: trace.RecReady, ID: j.id, Start: wire.Now()})
 	default:
 		tr.stream.Ready(j.id, wire.Now())

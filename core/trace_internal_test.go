@@ -31,7 +31,7 @@ func BenchmarkTraceHooks(b *testing.B) {
 		j.id = uint64(i + 2)
 		rt.trace.submit(rt, j)
 		rt.trace.edge(prev, j, true)
-		rt.trace.ready(j, true)
+		rt.trace.ready(j, 1)
 		rt.traceTask(1, j, int64(i), int64(i)+10, 0, 0, false)
 		rt.trace.flushRound()
 	}

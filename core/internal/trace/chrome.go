@@ -145,6 +145,8 @@ func (c *chromeSink) consume(br io.ByteReader, version int) error {
 		case kindName:
 			id := r.u()
 			c.names[id] = r.str()
+		case kindCursor:
+			r.cursor()
 		case kindHandle:
 			r.handle(c.names)
 		case kindSubmit:

@@ -25,6 +25,7 @@ package trace
 //	node:     id, name (string)
 //	plugin:   t, kind (1 start, 2 exit), pid, name (string), note (string)
 //	comm:     flags (send, failed), peer, tag, bytes, handle, start, end
+//	cursor:   t                                    the time the next Δ count from
 //	end:      nothing: the runtime closed the trace
 //
 // Worker and node records come twice: once the workers exist (Init), so
@@ -53,6 +54,14 @@ package trace
 // a run's end is its duration, and an edge from a task that ran nowhere
 // has no times.
 //
+// Version 5 adds the cursor record: the submitting goroutines write their
+// records into a buffer of their own, with its own time cursor, which the
+// engine splices into the file between its batches (Stream); a cursor
+// record before the spliced records sets the reader's cursor to the
+// buffer's. A version 4 reader would misread those records' times. And a
+// task ready at its submission gets no ready record: a task that ran
+// without one was ready at its submit time.
+//
 // Other times are nanoseconds since the runtime's Init (time 0), zigzag
 // varints; ids and sizes are uvarints; strings in name records are
 // referred to by id, 0 meaning none.
@@ -65,10 +74,11 @@ import (
 	"math"
 )
 
-// Magic opens a native trace file; magicV3, magicV2 and magicV1 opened
-// those of versions 3, 2 and 1.
+// Magic opens a native trace file; magicV4, magicV3, magicV2 and magicV1
+// opened those of versions 4, 3, 2 and 1.
 const (
-	Magic   = "STARPU-TRACE 4\n"
+	Magic   = "STARPU-TRACE 5\n"
+	magicV4 = "STARPU-TRACE 4\n"
 	magicV3 = "STARPU-TRACE 3\n"
 	magicV2 = "STARPU-TRACE 2\n"
 	magicV1 = "STARPU-TRACE 1\n"
@@ -79,6 +89,8 @@ const (
 func nativeVersion(head []byte) int {
 	switch string(head) {
 	case Magic:
+		return 5
+	case magicV4:
 		return 4
 	case magicV3:
 		return 3
@@ -104,6 +116,7 @@ const (
 	kindPlugin byte = 10
 	kindComm   byte = 11
 	kindHandle byte = 12
+	kindCursor byte = 13
 )
 
 // Submit record flags.
@@ -226,6 +239,16 @@ func (r *reader) time() int64 {
 	return r.last
 }
 
+// cursor reads a cursor record (version 5): the time the next
+// differences count from.
+func (r *reader) cursor() {
+	if r.version < 5 {
+		r.err = fmt.Errorf("%w: a cursor record in a version %d trace", errCorrupt, r.version)
+		return
+	}
+	r.last = r.i()
+}
+
 func (r *reader) u() uint64 {
 	if r.err != nil {
 		return 0
@@ -328,6 +351,8 @@ func readNative(br io.ByteReader, version int, t *Trace) error {
 				task.Submitted = true
 				d.seen(task.Submit)
 			}
+		case kindCursor:
+			r.cursor()
 		case kindHandle:
 			r.handle(names)
 		case kindReady:
@@ -451,6 +476,9 @@ func (r *reader) submit(x *Task, names map[uint64]string) {
 
 // run reads a run record's fields after the job number into x.
 func (r *reader) run(x *Task) {
+	if r.version >= 5 && x.Submitted && x.Ready == 0 {
+		x.Ready = x.Submit // ready at its submission: no ready record
+	}
 	x.Worker = int(r.i())
 	if r.version >= 4 {
 		x.Start = r.time()

@@ -779,6 +779,8 @@ func (c *pfConverter) consume(br io.ByteReader, version int) error {
 		case kindName:
 			id := r.u()
 			c.names[id] = r.str()
+		case kindCursor:
+			r.cursor()
 		case kindHandle:
 			r.handle(c.names)
 		case kindSubmit:

@@ -13,29 +13,37 @@ import (
 	"sync"
 )
 
-// Stream writes a trace file while the runtime runs. Producers (any
-// goroutine) encode native records into a chunk under mu; a full chunk
-// goes to the writer goroutine, which writes it to the file and returns
-// it to the free list. The chunks are allocated once: a producer that
-// finds none free waits for the writer, so memory stays bounded however
-// long the run, and no event is dropped. A file named .json is converted
-// to Chrome JSON by Close: converting as the run goes cost the dependency
-// chain 30 to 40% on two cores, against 5% for the native records.
+// Stream writes a trace file while the runtime runs. The engine's batches
+// (Write) are encoded into a chunk under mu; a full chunk goes to the
+// writer goroutine, which writes it to the file and returns it to the
+// free list. The chunks are allocated once: a producer that finds none
+// free waits for the writer, so memory stays bounded however long the
+// run, and no event is dropped. A file named .json is converted to Chrome
+// JSON by Close: converting as the run goes cost the dependency chain 30
+// to 40% on two cores, against 5% for the native records.
+//
+// Every other record (submit, ready and edge records from the submitting
+// goroutines, transfers, plugin and communication events) goes to a side
+// buffer under a lock of its own, which Write splices into the chunk
+// before its batch: a task's submit record then precedes whatever the
+// engine records of it, and the application's goroutine never waits for
+// the engine's lock, which it took twice per task before (submit and
+// ready), against once per engine round now. The side buffer keeps its
+// own time cursor (records.last): the splice says where it stands with a
+// cursor record when the chunk's differs (format 5).
+//
+// Rejected: the engine encoding the submit records itself from a list
+// the submitter fills (no better: the engine is on the chain's path too,
+// and reads the task from another core's cache); one lock for all
+// producers (the submitter and the engine's flush contend on every task:
+// about 30% more context switches on independent tasks).
 type Stream struct {
-	mu    sync.Mutex
-	a     appender // the chunk being filled
-	names map[string]uint64
-	// canon are the interned strings by id-1; lastName is the one interned
-	// last, lastID its id.
-	canon    []string
-	lastName string
-	lastID   uint64
-	closed   bool
-	origin   int64
-	// last is the time (since origin) the last submit, ready, run or edge
-	// record gave: those records write theirs as the difference from it,
-	// a short varint, where a time since origin takes five bytes.
-	last int64
+	mu sync.Mutex
+	// r is the chunk being filled and its time cursor.
+	r      records
+	closed bool
+	origin int64
+	side   side
 
 	free chan []byte
 	full chan []byte
@@ -48,15 +56,63 @@ type Stream struct {
 	format Format
 }
 
-// Chunks: nChunks of chunkSize bytes are all the stream buffers.
+// Chunks: nChunks of chunkSize bytes and the side buffer's sideSize are
+// all the stream buffers.
 const (
 	chunkSize = 64 << 10
 	nChunks   = 4
+	sideSize  = 16 << 10
 )
 
 // BufferBytes is the memory a Stream buffers at most, beyond a record
 // larger than a chunk (a task with thousands of handles).
-const BufferBytes = chunkSize * nChunks
+const BufferBytes = chunkSize*nChunks + sideSize
+
+// records is a sequence of encoded records and its time cursor: the time
+// (since origin) the last submit, ready, run or edge record in it gave.
+// Those records write theirs as the difference from it, a short varint,
+// where a time since origin takes five bytes.
+type records struct {
+	a    appender
+	last int64
+}
+
+// time writes t (since origin) as the difference from the cursor.
+func (r *records) time(t int64) {
+	r.a.i(t - r.last)
+	r.last = t
+}
+
+// edge writes an edge record; times since origin.
+func (r *records) edge(from, to uint64, fromWorker int, fromStart, fromEnd int64) {
+	a := &r.a
+	a.b = append(a.b, kindEdge)
+	a.u(from)
+	a.u(to)
+	a.i(int64(fromWorker))
+	if fromWorker >= 0 {
+		r.time(fromStart)
+		a.i(fromEnd - fromStart)
+	}
+}
+
+// side is the buffer of the records other than the engine's batches
+// (Stream); its own lock guards it and the interned names, which only its
+// records use.
+type side struct {
+	mu sync.Mutex
+	r  records
+	// base is the cursor before r's records: where a reader's must stand
+	// when they are spliced.
+	base   int64
+	closed bool
+	names  map[string]uint64
+	// canon are the interned strings by id-1; lastName is the one interned
+	// last, lastID its id.
+	canon    []string
+	lastName string
+	lastID   uint64
+}
 
 // Format is a trace file's format.
 type Format int
@@ -112,13 +168,15 @@ func Create(path string, origin, wall int64) (*Stream, error) {
 // NewStream starts a stream writing a native trace to w, which Close
 // closes.
 func NewStream(w io.WriteCloser, origin, wall int64) (*Stream, error) {
-	s := &Stream{names: map[string]uint64{}, origin: origin,
+	s := &Stream{origin: origin,
 		free: make(chan []byte, nChunks), full: make(chan []byte, nChunks), done: make(chan struct{})}
+	s.side.names = map[string]uint64{}
 	var err error
 	if s.sink, err = newNativeSink(w, wall); err != nil {
 		return nil, err
 	}
-	s.a.b = make([]byte, 0, chunkSize)
+	s.r.a.b = make([]byte, 0, chunkSize)
+	s.side.r.a.b = make([]byte, 0, sideSize)
 	for range nChunks - 1 {
 		s.free <- make([]byte, 0, chunkSize)
 	}
@@ -144,16 +202,56 @@ func (s *Stream) begin(need int) bool {
 		s.mu.Unlock()
 		return false
 	}
-	if len(s.a.b) > 0 && len(s.a.b)+need > chunkSize {
-		s.full <- s.a.b
-		s.a.b = <-s.free
+	s.flushIfFull(need)
+	return true
+}
+
+// sideBegin locks the side buffer for a record of about need bytes,
+// splicing it first when it would grow past sideSize; false when the
+// stream is closed (then it is unlocked).
+func (s *Stream) sideBegin(need int) bool {
+	x := &s.side
+	x.mu.Lock()
+	if !x.closed && len(x.r.a.b) > 0 && len(x.r.a.b)+need > sideSize {
+		x.mu.Unlock() // mu goes first: see splice
+		s.mu.Lock()
+		if !s.closed {
+			s.splice(false)
+		}
+		s.mu.Unlock()
+		x.mu.Lock()
+	}
+	if x.closed {
+		x.mu.Unlock()
+		return false
 	}
 	return true
 }
 
+// splice moves the side buffer's records into the chunk, after a cursor
+// record when the chunk's cursor is not the side's base; close closes the
+// side buffer. mu held; it takes the side's lock (always in this order).
+func (s *Stream) splice(close bool) {
+	x := &s.side
+	x.mu.Lock()
+	if n := len(x.r.a.b); n > 0 {
+		s.flushIfFull(n + 1 + binary.MaxVarintLen64)
+		if x.base != s.r.last {
+			s.r.a.b = append(s.r.a.b, kindCursor)
+			s.r.a.i(x.base)
+		}
+		s.r.a.b = append(s.r.a.b, x.r.a.b...)
+		s.r.last = x.r.last
+		x.base = x.r.last
+		x.r.a.b = x.r.a.b[:0]
+	}
+	x.closed = x.closed || close
+	x.mu.Unlock()
+}
+
 // name interns str, writing its name record first if it is new; 0 for "".
-// Called between begin and the record that uses it.
-func (s *Stream) name(str string) uint64 {
+// Called between sideBegin and the record that uses it.
+func (s *side) name(str string) uint64 {
 	if str == "" {
 		return 0
 	}
@@ -169,9 +267,9 @@ func (s *Stream) name(str string) uint64 {
 		s.canon = append(s.canon, c)
 		id = uint64(len(s.canon))
 		s.names[c] = id
-		s.a.b = append(s.a.b, kindName)
-		s.a.u(id)
-		s.a.str(c)
+		s.r.a.b = append(s.r.a.b, kindName)
+		s.r.a.u(id)
+		s.r.a.str(c)
 	}
 	s.lastName, s.lastID = s.canon[id-1], id
 	return id
@@ -213,20 +311,21 @@ func (s *Stream) Submit(e *SubmitEvent) {
 	for _, h := range e.Handles {
 		need += len(h.Name)
 	}
-	if !s.begin(need) {
+	if !s.sideBegin(need) {
 		return
 	}
-	name, codelet, model := s.name(e.Name), s.name(e.Codelet), s.name(e.Model)
+	x := &s.side
+	name, codelet, model := x.name(e.Name), x.name(e.Codelet), x.name(e.Model)
 	for i := range e.Handles {
-		s.handle(&e.Handles[i])
+		x.handle(&e.Handles[i])
 	}
-	a := &s.a
+	a := &x.r.a
 	a.b = append(a.b, kindSubmit)
 	a.u(e.ID)
 	a.u(name)
 	a.u(codelet)
 	a.u(model)
-	s.time(e.Time)
+	x.r.time(e.Time - s.origin)
 	a.i(e.Priority)
 	var flags uint64
 	if e.HasTag {
@@ -251,18 +350,18 @@ func (s *Stream) Submit(e *SubmitEvent) {
 		a.u(h.Handle)
 		a.u(uint64(h.Mode))
 	}
-	s.mu.Unlock()
+	x.mu.Unlock()
 }
 
 // handle writes h's handle record, unless its mark says the file has its
-// description already; mu held.
-func (s *Stream) handle(h *Access) {
+// description already; the side's lock held.
+func (s *side) handle(h *Access) {
 	m := h.Mark
 	if m != nil && m.written && m.size == h.Size && m.footprint == h.Footprint && m.name == h.Name {
 		return
 	}
 	label := s.name(h.Name)
-	a := &s.a
+	a := &s.r.a
 	a.b = append(a.b, kindHandle)
 	a.u(h.Handle)
 	a.u(h.Size)
@@ -273,23 +372,16 @@ func (s *Stream) handle(h *Access) {
 	}
 }
 
-// time writes t (producers' clock) as the difference from the last
-// submit, ready, run or edge time; mu held.
-func (s *Stream) time(t int64) {
-	t -= s.origin
-	s.a.i(t - s.last)
-	s.last = t
-}
-
 // Ready records that task id's dependencies were met at t.
 func (s *Stream) Ready(id uint64, t int64) {
-	if !s.begin(24) {
+	if !s.sideBegin(24) {
 		return
 	}
-	s.a.b = append(s.a.b, kindReady)
-	s.a.u(id)
-	s.time(t)
-	s.mu.Unlock()
+	x := &s.side
+	x.r.a.b = append(x.r.a.b, kindReady)
+	x.r.a.u(id)
+	x.r.time(t - s.origin)
+	x.mu.Unlock()
 }
 
 // Run records task id's execution on worker from start to end.
@@ -302,24 +394,11 @@ func (s *Stream) Run(id uint64, worker int, start, end int64, footprint uint32, 
 // to; from ran on worker fromWorker (-1: nowhere) from fromStart to
 // fromEnd.
 func (s *Stream) Edge(from, to uint64, fromWorker int, fromStart, fromEnd int64) {
-	if !s.begin(64) {
+	if !s.sideBegin(64) {
 		return
 	}
-	s.edge(from, to, fromWorker, fromStart, fromEnd)
-	s.mu.Unlock()
-}
-
-// edge writes an edge record; mu held.
-func (s *Stream) edge(from, to uint64, fromWorker int, fromStart, fromEnd int64) {
-	a := &s.a
-	a.b = append(a.b, kindEdge)
-	a.u(from)
-	a.u(to)
-	a.i(int64(fromWorker))
-	if fromWorker >= 0 {
-		s.time(fromStart)
-		a.i(fromEnd - fromStart)
-	}
+	s.side.r.edge(from, to, fromWorker, fromStart-s.origin, fromEnd-s.origin)
+	s.side.mu.Unlock()
 }
 
 // RecKind says what a Rec records.
@@ -376,13 +455,15 @@ func recLen(r *Rec) int {
 	return maxRec + binary.MaxVarintLen64*(1+int(r.TeamLen))
 }
 
-// Write records recs, in order, under one lock; teams holds the teams of
-// their parallel runs, in order (Rec.TeamLen).
+// Write records recs, in order, under one lock, after the side buffer's
+// records; teams holds the teams of their parallel runs, in order
+// (Rec.TeamLen).
 func (s *Stream) Write(recs []Rec, teams []int) {
 	if !s.begin(maxRec) {
 		return
 	}
-	a := &s.a
+	s.splice(false)
+	a := &s.r.a
 	for i := range recs {
 		r := &recs[i]
 		s.flushIfFull(recLen(r))
@@ -391,7 +472,7 @@ func (s *Stream) Write(recs []Rec, teams []int) {
 			a.b = append(a.b, kindRun)
 			a.u(r.ID)
 			a.i(int64(r.Worker))
-			s.time(r.Start)
+			s.r.time(r.Start - s.origin)
 			a.i(r.End - r.Start)
 			a.u(uint64(r.Footprint))
 			var flags uint64
@@ -438,11 +519,11 @@ func (s *Stream) Write(recs []Rec, teams []int) {
 			}
 			teams = teams[r.TeamLen:]
 		case RecEdge:
-			s.edge(r.ID, r.To, int(r.Worker), r.Start, r.End)
+			s.r.edge(r.ID, r.To, int(r.Worker), r.Start-s.origin, r.End-s.origin)
 		case RecReady:
 			a.b = append(a.b, kindReady)
 			a.u(r.ID)
-			s.time(r.Start)
+			s.r.time(r.Start - s.origin)
 		}
 	}
 	s.mu.Unlock()
@@ -451,10 +532,10 @@ func (s *Stream) Write(recs []Rec, teams []int) {
 // Transfer records a copy between memory nodes; its times are on the
 // producers' clock.
 func (s *Stream) Transfer(x Transfer) {
-	if !s.begin(72) {
+	if !s.sideBegin(72) {
 		return
 	}
-	a := &s.a
+	a := &s.side.r.a
 	a.b = append(a.b, kindXfer)
 	a.u(uint64(x.Src))
 	a.u(uint64(x.Dst))
@@ -467,30 +548,31 @@ func (s *Stream) Transfer(x Transfer) {
 	} else {
 		a.u(0)
 	}
-	s.mu.Unlock()
+	s.side.mu.Unlock()
 }
 
 // Plugin records a plugin process event at t (producers' clock): name is
 // the plugin's (driver-cpu, sched-dmda), note how an exit happened.
 func (s *Stream) Plugin(t int64, kind PluginKind, name string, pid int, note string) {
-	if !s.begin(48 + 2*(len(name)+len(note))) {
+	if !s.sideBegin(48 + 2*(len(name)+len(note))) {
 		return
 	}
-	n, m := s.name(name), s.name(note)
-	a := &s.a
+	x := &s.side
+	n, m := x.name(name), x.name(note)
+	a := &x.r.a
 	a.b = append(a.b, kindPlugin)
 	a.i(t - s.origin)
 	a.u(uint64(kind))
 	a.u(uint64(pid))
 	a.u(n)
 	a.u(m)
-	s.mu.Unlock()
+	x.mu.Unlock()
 }
 
 // Comm records a point-to-point communication; its times are on the
 // producers' clock.
 func (s *Stream) Comm(c Comm) {
-	if !s.begin(72) {
+	if !s.sideBegin(72) {
 		return
 	}
 	var flags uint64
@@ -500,7 +582,7 @@ func (s *Stream) Comm(c Comm) {
 	if c.Failed {
 		flags |= flagFailed
 	}
-	a := &s.a
+	a := &s.side.r.a
 	a.b = append(a.b, kindComm)
 	a.u(flags)
 	a.i(int64(c.Peer))
@@ -509,7 +591,7 @@ func (s *Stream) Comm(c Comm) {
 	a.u(c.Handle)
 	a.i(c.Start - s.origin)
 	a.i(c.End - s.origin)
-	s.mu.Unlock()
+	s.side.mu.Unlock()
 }
 
 // Describe records the workers and memory nodes once they exist, so
@@ -527,17 +609,19 @@ func (s *Stream) Describe(workers []Worker, nodes []Node) {
 func (s *Stream) describe(workers []Worker, nodes []Node) {
 	for _, w := range workers {
 		s.flushIfFull(32 + len(w.Arch) + len(w.Name))
-		s.a.b = append(s.a.b, kindWorker)
-		s.a.u(uint64(w.ID))
-		s.a.i(int64(w.Node))
-		s.a.str(w.Arch)
-		s.a.str(w.Name)
+		a := &s.r.a
+		a.b = append(a.b, kindWorker)
+		a.u(uint64(w.ID))
+		a.i(int64(w.Node))
+		a.str(w.Arch)
+		a.str(w.Name)
 	}
 	for _, n := range nodes {
 		s.flushIfFull(16 + len(n.Name))
-		s.a.b = append(s.a.b, kindNode)
-		s.a.u(uint64(n.ID))
-		s.a.str(n.Name)
+		a := &s.r.a
+		a.b = append(a.b, kindNode)
+		a.u(uint64(n.ID))
+		a.str(n.Name)
 	}
 }
 
@@ -548,11 +632,12 @@ func (s *Stream) Close(workers []Worker, nodes []Node) error {
 	if !s.begin(0) {
 		return errors.New("trace: closed twice")
 	}
+	s.splice(true)
 	s.describe(workers, nodes)
-	s.a.b = append(s.a.b, kindEnd)
+	s.r.a.b = append(s.r.a.b, kindEnd)
 	s.closed = true
-	s.full <- s.a.b
-	s.a.b = nil
+	s.full <- s.r.a.b
+	s.r.a.b = nil
 	close(s.full)
 	s.mu.Unlock()
 	<-s.done
@@ -576,9 +661,9 @@ func (s *Stream) Close(workers []Worker, nodes []Node) error {
 // flushIfFull hands the chunk to the writer when need more bytes would
 // overflow it; mu held.
 func (s *Stream) flushIfFull(need int) {
-	if len(s.a.b) > 0 && len(s.a.b)+need > chunkSize {
-		s.full <- s.a.b
-		s.a.b = <-s.free
+	if len(s.r.a.b) > 0 && len(s.r.a.b)+need > chunkSize {
+		s.full <- s.r.a.b
+		s.r.a.b = <-s.free
 	}
 }
 

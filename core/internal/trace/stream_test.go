@@ -212,31 +212,163 @@ func (b *blockedFile) Close() error { return nil }
 // A producer faster than the disk waits for it instead of buffering
 // without bound, and loses nothing.
 func TestStreamBoundedMemory(t *testing.T) {
-	f := &blockedFile{release: make(chan struct{})}
-	// The native header is written at once: let it through.
-	go func() { f.release <- struct{}{} }()
-	s, err := NewStream(f, 0, 0)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		record func(s *Stream, i int)
+	}{
+		{"the engine's batches", func(s *Stream, i int) { s.Run(uint64(i), 0, int64(i), int64(i+1), 0, false) }},
+		{"the side buffer", func(s *Stream, i int) { s.Ready(uint64(i), int64(i)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &blockedFile{release: make(chan struct{})}
+			// The native header is written at once: let it through.
+			go func() { f.release <- struct{}{} }()
+			s, err := NewStream(f, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 200_000 // over 1 MB of records, 4 times the buffers
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for i := range n {
+					tc.record(s, i)
+				}
+			}()
+			select {
+			case <-done:
+				t.Fatal("the producer wrote 1 MB through a stalled file: the stream buffers without bound")
+			case <-time.After(200 * time.Millisecond):
+			}
+			close(f.release)
+			<-done
+			if err := s.Close(nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
-	const n = 100_000 // about 1 MB of records, 4 times the buffers
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := range n {
-			s.Run(uint64(i), 0, int64(i), int64(i+1), 0, false)
+}
+
+// The side buffer's records and the engine's batches interleave in the
+// file with their times intact, whichever goroutines write them and
+// whenever the side buffer is spliced (by a batch, or because it filled
+// up): the cursor records keep the two time cursors apart. A version 4
+// file (no cursor record) still reads.
+func TestStreamSideCursor(t *testing.T) {
+	t.Run("interleaved", func(t *testing.T) {
+		var f memFile
+		s, err := NewStream(&f, origin, 42)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	select {
-	case <-done:
-		t.Fatal("the producer wrote 1 MB through a stalled file: the stream buffers without bound")
-	case <-time.After(200 * time.Millisecond):
-	}
-	close(f.release)
-	<-done
-	if err := s.Close(nil, nil); err != nil {
-		t.Fatal(err)
-	}
+		s.Submit(&SubmitEvent{ID: 1, Name: "a", Time: origin + 10})
+		s.Run(1, 0, origin+40, origin+45, 0, false)
+		s.Submit(&SubmitEvent{ID: 2, Name: "b", Time: origin + 20}) // before the chunk's cursor (45)
+		s.Ready(2, origin+50)
+		s.Run(2, 0, origin+60, origin+70, 0, false)
+		if err := s.Close(nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Read(bytes.NewReader(f.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Task 1 has no ready record: it was ready at its submission.
+		want := [][4]int64{{10, 10, 40, 45}, {20, 50, 60, 70}}
+		for i, x := range got.Tasks {
+			if g := [4]int64{x.Submit, x.Ready, x.Start, x.End}; g != want[i] {
+				t.Errorf("task %d: submit, ready, start, end %v, want %v", x.ID, g, want[i])
+			}
+		}
+	})
+	t.Run("concurrent", func(t *testing.T) {
+		var f memFile
+		s, err := NewStream(&f, origin, 42)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const producers, per = 4, 3000 // several side splices by overflow
+		var wg sync.WaitGroup
+		for p := range producers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range per {
+					id := uint64(p*per + i + 1)
+					s.Submit(&SubmitEvent{ID: id, Name: "t", Time: origin + int64(id)*10})
+					s.Ready(id, origin+int64(id)*10+3)
+					s.Edge(id, id+1, -1, 0, 0)
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() { // the engine: runs of tasks whose submission is recorded
+			defer wg.Done()
+			for id := uint64(1); id <= producers*per; id++ {
+				s.Write([]Rec{{Kind: RecRun, ID: 1e6 + id, Worker: 0, Start: origin + int64(id)*7, End: origin + int64(id)*7 + 5, Impl: -1, Predicted: -1, PredictedTransfer: -1}}, nil)
+			}
+		}()
+		wg.Wait()
+		if err := s.Close(nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Read(bytes.NewReader(f.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, x := range got.Tasks {
+			switch {
+			case x.ID > 1e6:
+				id := int64(x.ID - 1e6)
+				if x.Start != id*7 || x.End != id*7+5 {
+					t.Fatalf("run %d: %d to %d, want %d to %d", x.ID, x.Start, x.End, id*7, id*7+5)
+				}
+			case x.Submitted:
+				id := int64(x.ID)
+				if x.Submit != id*10 || x.Ready != id*10+3 {
+					t.Fatalf("task %d: submitted %d, ready %d; want %d, %d", x.ID, x.Submit, x.Ready, id*10, id*10+3)
+				}
+			}
+			n++
+		}
+		if want := 2*producers*per + 1; n != want { // the last edge's successor was never submitted
+			t.Errorf("%d tasks read back, want %d", n, want)
+		}
+	})
+	t.Run("version 4", func(t *testing.T) {
+		var f memFile
+		s, err := NewStream(&f, origin, 42)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Side records then batches only: no cursor record is needed.
+		s.Submit(&SubmitEvent{ID: 1, Name: "a", Time: origin + 10})
+		s.Ready(1, origin+30)
+		s.Run(1, 0, origin+40, origin+45, 0, false)
+		if err := s.Close(nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		v5 := f.Bytes()
+		v4 := append([]byte(magicV4), v5[len(Magic):]...)
+		for name, file := range map[string][]byte{"5": v5, "4": v4} {
+			got, err := Read(bytes.NewReader(file))
+			if err != nil {
+				t.Fatalf("version %s: %v", name, err)
+			}
+			if x := got.Tasks[0]; x.Submit != 10 || x.Ready != 30 || x.Start != 40 || x.End != 45 {
+				t.Errorf("version %s: %+v", name, x)
+			}
+		}
+		// A cursor record in a version 4 trace is corrupt.
+		a := appender{b: []byte(magicV4)}
+		a.i(42)
+		a.b = append(a.b, kindCursor)
+		a.i(5)
+		if _, err := Read(bytes.NewReader(a.b)); !errors.Is(err, errCorrupt) {
+			t.Errorf("a cursor record in version 4: %v, want a corrupt trace", err)
+		}
+	})
 }
 
 // failingFile fails every write after the header.
@@ -602,9 +734,9 @@ func TestStreamHandleMarks(t *testing.T) {
 	var grew []int
 	for i, d := range descs {
 		d.Mode, d.Mark = ModeR, &mark
-		n := len(s.a.b)
+		n := len(s.side.r.a.b)
 		s.Submit(&SubmitEvent{ID: uint64(i + 1), Name: "t", Time: origin + int64(i), Handles: []Access{d}})
-		grew = append(grew, len(s.a.b)-n)
+		grew = append(grew, len(s.side.r.a.b)-n)
 	}
 	if grew[1] >= grew[0] || grew[4] != grew[1] || grew[2] <= grew[1] || grew[3] <= grew[1] {
 		t.Errorf("submit records took %v bytes: want the handle described in the 1st, 3rd and 4th only", grew)
@@ -630,7 +762,7 @@ func TestStreamHandleMarks(t *testing.T) {
 // A version 4 submit record naming a handle no handle record described
 // is a corrupt trace.
 func TestReadUndescribedHandle(t *testing.T) {
-	a := appender{b: []byte(Magic)}
+	a := appender{b: []byte(magicV4)}
 	a.i(42)
 	a.b = append(a.b, kindSubmit)
 	for _, v := range []uint64{7, 0, 0, 0} { // id, name, codelet, model
