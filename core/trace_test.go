@@ -85,16 +85,7 @@ func TestTraceFile(t *testing.T) {
 			if err := rt.Submit(sync); err != nil {
 				t.Fatal(err)
 			}
-			if err := h.Unregister(); err != nil {
-				t.Fatal(err)
-			}
-			if err := rt.Shutdown(); err != nil {
-				t.Fatal(err)
-			}
-			tf, err := core.ReadTraceFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tf := endTrace(t, rt, h, path)
 			s := tf.Summary()
 			if !s.Complete || s.Ran != chain || s.Tasks != chain+1 || s.Workers != 2 || s.Codelets["scal_cpu"] != chain {
 				t.Fatalf("summary %+v: want complete, %d runs of scal_cpu and a sync task, 2 workers", s, chain)
@@ -102,13 +93,9 @@ func TestTraceFile(t *testing.T) {
 			if s.CriticalTasks != chain {
 				t.Errorf("critical path of %d tasks, want the chain of %d", s.CriticalTasks, chain)
 			}
-			var rec strings.Builder
-			if err := tf.WriteTasksRec(&rec); err != nil {
-				t.Fatal(err)
-			}
-			recs := strings.Split(strings.TrimSpace(rec.String()), "\n\n")
+			recs := tasksRec(t, tf)
 			if len(recs) != chain+1 {
-				t.Fatalf("%d records in tasks.rec, want %d:\n%s", len(recs), chain+1, rec.String())
+				t.Fatalf("%d records in tasks.rec, want %d:\n%s", len(recs), chain+1, strings.Join(recs, "\n\n"))
 			}
 			for i, r := range recs[:chain] {
 				f := fields(r)
@@ -180,22 +167,8 @@ func TestTraceEdgeToEndedTask(t *testing.T) {
 	if err := rt.Submit(e); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Unregister(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	tf, err := core.ReadTraceFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec strings.Builder
-	if err := tf.WriteTasksRec(&rec); err != nil {
-		t.Fatal(err)
-	}
 	deps := map[string]string{}
-	for _, r := range strings.Split(strings.TrimSpace(rec.String()), "\n\n") {
+	for _, r := range tasksRec(t, endTrace(t, rt, h, path)) {
 		f := fields(r)
 		deps[f["Name"]] = f["DependsOn"]
 	}
@@ -214,6 +187,33 @@ func TestTraceEdgeToEndedTask(t *testing.T) {
 			t.Errorf("task %s depends on %q, want %q", tc.task, deps[tc.task], tc.want)
 		}
 	}
+}
+
+// endTrace unregisters h, shuts rt down and reads the trace it wrote to
+// path.
+func endTrace(t *testing.T, rt *core.Runtime, h *core.Handle, path string) *core.TraceFile {
+	t.Helper()
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	tf, err := core.ReadTraceFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tf
+}
+
+// tasksRec returns the records of tf's tasks.rec, in order.
+func tasksRec(t *testing.T, tf *core.TraceFile) []string {
+	t.Helper()
+	var rec strings.Builder
+	if err := tf.WriteTasksRec(&rec); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(rec.String()), "\n\n")
 }
 
 func fields(rec string) map[string]string {
