@@ -32,11 +32,13 @@ import (
 // own time cursor (records.last): the splice says where it stands with a
 // cursor record when the chunk's differs (format 5).
 //
-// Rejected: the engine encoding the submit records itself from a list
-// the submitter fills (no better: the engine is on the chain's path too,
-// and reads the task from another core's cache); one lock for all
-// producers (the submitter and the engine's flush contend on every task:
-// about 30% more context switches on independent tasks).
+// The split gained a few points of tracing's cost on independent tasks
+// and none shown on the chains (docs/design/tracing.md, Cost); it stays
+// because a submitter then never waits behind an engine round's batch,
+// nor the engine behind a submitter, but once per round. Rejected: the
+// engine encoding the submit records itself from a list the submitter
+// fills (no better: the engine is on the chain's path too, and reads the
+// task from another core's cache).
 type Stream struct {
 	mu sync.Mutex
 	// r is the chunk being filled and its time cursor.
