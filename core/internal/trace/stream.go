@@ -35,7 +35,7 @@ import (
 // The split gained a few points of tracing's cost on independent tasks
 // and none shown on the chains (docs/design/tracing.md, Cost); it stays
 // because a submitter then never waits behind an engine round's batch,
-// nor the engine behind a submitter, but once per round. Rejected: the
+// and the engine takes the submitters' lock once per round only. Rejected: the
 // engine encoding the submit records itself from a list the submitter
 // fills (no better: the engine is on the chain's path too, and reads the
 // task from another core's cache).
