@@ -123,9 +123,7 @@ func (rt *Runtime) redeclareDeps(t *Task, h, j *job) {
 		if pj.released {
 			pj.mu.Unlock()
 			if !p.Regenerate {
-				if rt.trace != nil {
-					rt.trace.edge(pj, j, false)
-				}
+				rt.traceEndedPred(pj, j, true) // j's submission is recorded
 				continue
 			}
 			pj = rt.nextRun(p)

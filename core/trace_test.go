@@ -189,16 +189,11 @@ func TestTraceEdgeToEndedTask(t *testing.T) {
 	}
 }
 
-// endTrace unregisters h, shuts rt down and reads the trace it wrote to
-// path.
+// endTrace is shutdownRead through the public API: the trace as
+// core.ReadTraceFile reads it.
 func endTrace(t *testing.T, rt *core.Runtime, h *core.Handle, path string) *core.TraceFile {
 	t.Helper()
-	if err := h.Unregister(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
+	shutdown(t, rt, h)
 	tf, err := core.ReadTraceFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -738,9 +733,8 @@ func TestTraceCallbackChangesTask(t *testing.T) {
 	}
 }
 
-// shutdownRead unregisters hs, shuts rt down and reads the trace file it
-// wrote to path.
-func shutdownRead(t *testing.T, rt *core.Runtime, path string, hs ...*core.Handle) *trace.Trace {
+// shutdown unregisters hs and shuts rt down, which completes its trace.
+func shutdown(t *testing.T, rt *core.Runtime, hs ...*core.Handle) {
 	t.Helper()
 	for _, h := range hs {
 		if err := h.Unregister(); err != nil {
@@ -750,6 +744,13 @@ func shutdownRead(t *testing.T, rt *core.Runtime, path string, hs ...*core.Handl
 	if err := rt.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// shutdownRead unregisters hs, shuts rt down and reads the trace file it
+// wrote to path.
+func shutdownRead(t *testing.T, rt *core.Runtime, path string, hs ...*core.Handle) *trace.Trace {
+	t.Helper()
+	shutdown(t, rt, hs...)
 	tr, err := trace.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

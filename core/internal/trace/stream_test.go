@@ -109,7 +109,8 @@ func TestStreamRoundTrip(t *testing.T) {
 			if !f.closed {
 				t.Error("Close did not close the file")
 			}
-			s.Run(9, 0, 1, 2, 0, false) // after Close: ignored
+			s.Run(9, 0, 1, 2, 0, false) // after Close: ignored, the engine's batch
+			s.Ready(9, 3)               // and the side buffer's
 			file := f.Bytes()
 			if tc.format == Chrome {
 				var j bytes.Buffer
