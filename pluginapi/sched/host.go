@@ -49,6 +49,11 @@ type Host struct {
 	// rings are the workers' scheduler rings by worker ID, nil where a
 	// worker has none.
 	rings []*workerRing
+	// backlog holds the decisions the decisions ring had no room for, in
+	// order, and inRing says the decision last reserved is in the ring
+	// (host_decisions.go).
+	backlog [][]byte
+	inRing  bool
 	// chain is the chained tasks' state (host_chain.go), nil when none
 	// are chained; answered counts the chained tasks declined since the
 	// core's bell last rang (the core waits for those answers).
@@ -216,18 +221,24 @@ func (h *Host) loop() {
 	defer close(h.done)
 	ready := func() bool { return !h.events.Empty() || h.stop.Load() }
 	for !h.stop.Load() {
-		if !h.spinner.Wait(h.bell, ready, 100*time.Millisecond) {
+		// With decisions waiting for room, poll the ring every 50 µs:
+		// the core reads it without telling the host.
+		timeout := 100 * time.Millisecond
+		if len(h.backlog) > 0 {
+			timeout = 50 * time.Microsecond
+		}
+		woken := h.spinner.Wait(h.bell, ready, timeout)
+		if len(h.backlog) > 0 && h.flush() {
+			h.coreBell.Ring()
+		}
+		if !woken {
 			continue
 		}
 		if err := h.drain(); err != nil {
 			h.loopErr = err
 			return
 		}
-		assigned, err := h.offer()
-		if err != nil {
-			h.loopErr = err
-			return
-		}
+		assigned := h.offer()
 		// Posted tasks need no core: their echo waits until the core
 		// wakes for their completion. Declined ones do.
 		if assigned > 0 || h.answered > 0 {
@@ -272,9 +283,7 @@ func (h *Host) drain() error {
 					return fmt.Errorf("events ring: task %d pushed to run after another without an Exec flagged ExecAfter", p.ID)
 				}
 				t.after = pred
-				if err := h.pushAfter(t); err != nil {
-					return err
-				}
+				h.pushAfter(t)
 				break
 			}
 			if h.chain != nil {
@@ -357,9 +366,7 @@ func (h *Host) changeWorkers(msg []byte) error {
 			h.policy.RemoveWorkers(ids)
 			if h.chain != nil {
 				for _, id := range ids {
-					if err := h.dropWorker(id); err != nil {
-						return err
-					}
+					h.dropWorker(id)
 				}
 			}
 		}
@@ -367,13 +374,9 @@ func (h *Host) changeWorkers(msg []byte) error {
 		return fmt.Errorf("events ring: workers message with unknown operation %d", m.Op)
 	}
 	h.updateCombined(false)
-	b, err := h.decisions.ReserveWait(wire.WorkersLen(0), func() bool { return !h.stop.Load() })
-	if err != nil {
-		return fmt.Errorf("decisions ring: %w", err)
-	}
 	ack := wire.Workers{Op: m.Op, Seq: m.Seq}
-	ack.Encode(b)
-	h.decisions.Commit()
+	ack.Encode(h.reserve(wire.WorkersLen(0)))
+	h.commit()
 	h.coreBell.Ring()
 	return nil
 }
@@ -420,7 +423,7 @@ func (h *Host) depth(w int) int {
 
 // offer hands every worker with room in its queue the tasks the policy pops
 // for it, and returns how many went to the core as plain Assigns.
-func (h *Host) offer() (int, error) {
+func (h *Host) offer() int {
 	assigned := 0
 	for {
 		progress := false
@@ -442,35 +445,26 @@ func (h *Host) offer() (int, error) {
 				continue
 			}
 			if t.Combined() >= 0 {
-				if err := h.assignTeam(id, t); err != nil {
-					return assigned, err
-				}
+				h.assignTeam(id, t)
 				assigned++
 				progress = true
 				if h.chain != nil {
-					if err := h.placed(t.ID, id, false); err != nil {
-						return assigned, err
-					}
+					h.placed(t.ID, id, false)
 				}
 				continue
 			}
-			posted, err := h.assign(id, t)
-			if err != nil {
-				return assigned, err
-			}
+			posted := h.assign(id, t)
 			if !posted {
 				assigned++
 			}
 			h.inflight[id]++
 			progress = true
 			if h.chain != nil {
-				if err := h.placed(t.ID, id, posted); err != nil {
-					return assigned, err
-				}
+				h.placed(t.ID, id, posted)
 			}
 		}
 		if !progress {
-			return assigned, nil
+			return assigned
 		}
 	}
 }
@@ -501,7 +495,7 @@ func copyImpls(src *[wire.NumArch][]wire.Impl) *[wire.NumArch][]wire.Impl {
 // AssignPosted, only tells the core where t runs; it goes first, so the
 // core knows before t completes. A chosen implementation the worker cannot
 // run is not posted: the plain Assign lets the core refuse it.
-func (h *Host) assign(id int, t *Task) (posted bool, err error) {
+func (h *Host) assign(id int, t *Task) (posted bool) {
 	var slot []byte
 	var wr *workerRing
 	impl, kernel := t.Impl(), int32(-1)
@@ -514,20 +508,24 @@ func (h *Host) assign(id int, t *Task) (posted bool, err error) {
 			slot = wr.ring.Reserve(len(t.exec))
 		}
 	}
-	if err := h.decide(id, t, wr, slot, kernel); err != nil {
-		return false, err
-	}
-	return slot != nil, nil
+	return h.decide(id, t, wr, slot, kernel)
 }
 
 // decide writes the Assign of t to worker id, flagged AssignPosted when
-// slot, reserved in wr, is to take t's Exec (with its kernel index set to
-// kernel unless -1); the Assign goes first, so the core knows where t runs
-// before it completes.
-func (h *Host) decide(id int, t *Task, wr *workerRing, slot []byte, kernel int32) error {
-	b, err := h.decisions.ReserveWait(wire.AssignSize, func() bool { return !h.stop.Load() })
-	if err != nil {
-		return fmt.Errorf("decisions ring: %w", err)
+// slot, reserved in wr, takes t's Exec (with its kernel index set to
+// kernel unless -1), and reports whether it did. The Assign goes first, so
+// the core knows where t runs before it completes: with no room for it in
+// the decisions ring at once (host_decisions.go), t is not posted, and the
+// core posts its Exec on the Assign.
+func (h *Host) decide(id int, t *Task, wr *workerRing, slot []byte, kernel int32) (posted bool) {
+	var b []byte
+	if slot != nil {
+		if b = h.reserveRing(wire.AssignSize); b == nil {
+			slot = nil // reserved and never committed: given up
+		}
+	}
+	if b == nil {
+		b = h.reserve(wire.AssignSize)
 	}
 	a := wire.Assign{Worker: int32(id), ID: t.ID}
 	if slot != nil {
@@ -538,9 +536,9 @@ func (h *Host) decide(id int, t *Task, wr *workerRing, slot []byte, kernel int32
 		a.Impl = uint32(impl)
 	}
 	a.Encode(b)
-	h.decisions.Commit()
+	h.commit()
 	if slot == nil {
-		return nil
+		return false
 	}
 	copy(slot, t.exec)
 	if kernel >= 0 {
@@ -549,5 +547,5 @@ func (h *Host) decide(id int, t *Task, wr *workerRing, slot []byte, kernel int32
 	wr.ring.Commit()
 	wr.mustRing = true
 	t.exec = nil
-	return nil
+	return true
 }

@@ -19,8 +19,6 @@ package sched
 // small table that may forget is enough: forgetting only declines).
 
 import (
-	"fmt"
-
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
@@ -83,35 +81,38 @@ func (c *chainHost) pushed(id uint64) { c.queued[id%queuedSlots] = id }
 func (c *chainHost) inPolicy(id uint64) bool { return c.queued[id%queuedSlots] == id }
 
 // pushAfter takes a Push flagged PushAfter.
-func (h *Host) pushAfter(t *Task) error {
+func (h *Host) pushAfter(t *Task) {
 	c := h.chain
 	p := t.after
 	if c == nil {
-		return h.decline(t)
+		h.decline(t)
+		return
 	}
 	for w := range c.tail {
 		if c.hasTail[w] && c.tail[w] == p {
-			return h.place(t, w)
+			h.place(t, w)
+			return
 		}
 	}
 	_, waits := c.waitingIDs[p]
 	if _, taken := c.waiting[p]; !taken && (waits || c.inPolicy(p)) {
 		c.waiting[p] = t
 		c.waitingIDs[t.ID] = struct{}{}
-		return nil
+		return
 	}
-	return h.decline(t)
+	h.decline(t)
 }
 
 // place queues chained task t behind the tail of worker w, and then the
 // tasks waiting for it.
-func (h *Host) place(t *Task, w int) error {
+func (h *Host) place(t *Task, w int) {
 	c := h.chain
 	for t != nil {
 		delete(c.waitingIDs, t.ID)
 		wk := h.worker(w)
 		if wk == nil || w >= len(h.rings) || h.rings[w] == nil || !t.CanRun(wk) || !c.policy.Chain(t, w) {
-			return h.decline(t)
+			h.decline(t)
+			return
 		}
 		c.tail[w], c.hasTail[w] = t.ID, true
 		if len(c.held[w]) > 0 || h.inflight[w] >= h.depth(w) || !h.postChained(w, t) {
@@ -119,18 +120,17 @@ func (h *Host) place(t *Task, w int) error {
 		}
 		next, ok := c.waiting[t.ID]
 		if !ok {
-			return nil
+			return
 		}
 		delete(c.waiting, t.ID)
 		t = next
 	}
-	return nil
 }
 
 // placed is called when the policy's task id went to worker w: to its
 // scheduler ring (posted), or through the core. Chained tasks waiting for
 // it follow it in the first case and are declined in the second.
-func (h *Host) placed(id uint64, w int, posted bool) error {
+func (h *Host) placed(id uint64, w int, posted bool) {
 	c := h.chain
 	if c.inPolicy(id) {
 		c.queued[id%queuedSlots] = 0
@@ -143,23 +143,26 @@ func (h *Host) placed(id uint64, w int, posted bool) error {
 	}
 	next, ok := c.waiting[id]
 	if !ok {
-		return nil
+		return
 	}
 	delete(c.waiting, id)
 	if !posted {
-		return h.decline(next)
+		h.decline(next)
+		return
 	}
-	return h.place(next, w)
+	h.place(next, w)
 }
 
 // postChained posts chained task t to worker w's scheduler ring and tells
-// the core, or reports false when the ring has no room.
+// the core, or reports false when the ring has no room, or the decisions
+// ring none for telling the core first.
 func (h *Host) postChained(w int, t *Task) bool {
 	wr := h.rings[w]
 	slot := wr.ring.Reserve(len(t.exec))
-	if slot == nil || h.decide(w, t, wr, slot, -1) != nil {
-		return false // no room; or stopping, the slot never committed
+	if slot == nil || h.reserveRing(wire.AssignSize) == nil {
+		return false // the slots reserved are given up
 	}
+	h.decide(w, t, wr, slot, -1)
 	h.inflight[w]++
 	return true
 }
@@ -192,45 +195,37 @@ func (h *Host) chainDone(w int, id uint64) {
 
 // dropWorker declines the chained tasks held for a worker leaving the
 // policy.
-func (h *Host) dropWorker(w int) error {
+func (h *Host) dropWorker(w int) {
 	c := h.chain
 	if w >= len(c.tail) {
-		return nil
+		return
 	}
 	c.hasTail[w] = false
 	q := c.held[w]
 	c.held[w] = nil
 	for _, t := range q {
-		if err := h.decline(t); err != nil {
-			return err
-		}
+		h.decline(t)
 	}
-	return nil
 }
 
 // decline answers AssignDeclined for t and for the tasks waiting for it.
-func (h *Host) decline(t *Task) error {
+func (h *Host) decline(t *Task) {
 	for t != nil {
-		b, err := h.decisions.ReserveWait(wire.AssignSize, func() bool { return !h.stop.Load() })
-		if err != nil {
-			return fmt.Errorf("decisions ring: %w", err)
-		}
 		a := wire.Assign{Worker: -1, ID: t.ID, Flags: wire.AssignDeclined}
-		a.Encode(b)
-		h.decisions.Commit()
+		a.Encode(h.reserve(wire.AssignSize))
+		h.commit()
 		h.answered++
 		if h.chain == nil {
-			return nil
+			return
 		}
 		delete(h.chain.waitingIDs, t.ID)
 		next, ok := h.chain.waiting[t.ID]
 		if !ok {
-			return nil
+			return
 		}
 		delete(h.chain.waiting, t.ID)
 		t = next
 	}
-	return nil
 }
 
 // worker is the worker with id w, or nil.

@@ -63,19 +63,15 @@ func (h *Host) updateCombined(always bool) {
 // combined worker, which the core posts to every member. The task counts
 // in each member's queue until its Done. A combined worker the host does
 // not know is the core's to refuse; the task then counts on w.
-func (h *Host) assignTeam(w int, t *Task) error {
+func (h *Host) assignTeam(w int, t *Task) {
 	c := t.Combined()
-	b, err := h.decisions.ReserveWait(wire.AssignSize, func() bool { return !h.stop.Load() })
-	if err != nil {
-		return fmt.Errorf("decisions ring: %w", err)
-	}
 	a := wire.Assign{Worker: int32(c), ID: t.ID}
 	if impl := t.Impl(); impl != -1 {
 		a.Flags |= wire.AssignImpl
 		a.Impl = uint32(impl)
 	}
-	a.Encode(b)
-	h.decisions.Commit()
+	a.Encode(h.reserve(wire.AssignSize))
+	h.commit()
 	charged := []int{w}
 	if i := workerIndex(h.active, c); i >= 0 {
 		charged = h.active[i].Members
@@ -89,7 +85,6 @@ func (h *Host) assignTeam(w int, t *Task) error {
 			h.inflight[m]++
 		}
 	}
-	return nil
 }
 
 // teamDone returns the slots of the workers a task handed to a combined

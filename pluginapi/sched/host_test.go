@@ -2,6 +2,7 @@ package sched
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 
@@ -312,5 +313,59 @@ func TestSetImpl(t *testing.T) {
 		if got := tk.Impl(); got != c.want {
 			t.Errorf("SetImpl(%d): Impl() = %d, want %d", c.set, got, c.want)
 		}
+	}
+}
+
+// The host keeps reading events while the core reads no decisions: the
+// decisions it has no room for wait, in order, and none is lost. A host
+// that waited for room stopped reading events, and a core pushing under
+// its context's lock then waited for it forever (host_decisions.go). A
+// task is posted to its worker's ring only with its Assign in the
+// decisions ring: the Execs posted before the core read any decision are
+// those of the first decisions, all flagged posted.
+func TestHostNeverWaitsForCore(t *testing.T) {
+	const n = 6000 // three times the Assigns the decisions ring holds
+	_, hr := startTestHost(t, []Worker{{ID: 0, Arch: driver.CPU}}, map[int]uint64{0: 1 << 21}, n)
+	deadline := time.Now().Add(20 * time.Second)
+	for id := uint64(1); id <= n; id++ {
+		p := wire.Push{ID: id, Worker: 0, ReleasedBy: -1, ArchMask: driver.ArchBit(driver.CPU), Length: [wire.NumArch]int64{-1, -1, -1},
+			Flags: wire.PushExec, Exec: execFor(id)}
+		b := hr.events.Reserve(wire.PushLen(0) + len(p.Exec))
+		for ; b == nil; b = hr.events.Reserve(wire.PushLen(0) + len(p.Exec)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the host stopped reading events at task %d of %d, the decisions ring full", id, n)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		p.Encode(b)
+		hr.events.Commit()
+		hr.bell.Ring()
+	}
+	for !hr.events.Drained() {
+		if time.Now().After(deadline) {
+			t.Fatal("the host stopped reading events")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	before, _ := ringOrder(t, hr, 0)
+	ds := hr.decisionsN(t, n)
+	after, _ := ringOrder(t, hr, 0)
+	var posted []uint64
+	for i, a := range ds {
+		if a.ID != uint64(i+1) || a.Worker != 0 {
+			t.Fatalf("decision %d: task %d to worker %d, want task %d to worker 0", i, a.ID, a.Worker, i+1)
+		}
+		if a.Flags&wire.AssignPosted != 0 {
+			posted = append(posted, a.ID)
+		}
+		if i < len(before) && (a.ID != before[i] || a.Flags&wire.AssignPosted == 0) {
+			t.Fatalf("decision %d (task %d, flags %#x): the worker's ring held %v... first", i, a.ID, a.Flags, before[:min(len(before), 4)])
+		}
+	}
+	if got := append(before, after...); !slices.Equal(got, posted) {
+		t.Errorf("the worker's ring got %d Execs, %d Assigns said posted", len(got), len(posted))
+	}
+	if len(before) == 0 || len(posted) == n {
+		t.Errorf("%d tasks posted before the core read, %d in all, of %d: want the decisions ring to fill before the end", len(before), len(posted), n)
 	}
 }
