@@ -52,3 +52,27 @@ func TestNoTracerByDefault(t *testing.T) {
 		t.Fatal("a tracer with nothing to observe")
 	}
 }
+
+// BenchmarkTraceSubmit is the submit hook alone, on the application's
+// goroutine: for a chain of one codelet on one handle, the record a
+// task's submission writes.
+func BenchmarkTraceSubmit(b *testing.B) {
+	s, err := trace.NewStream(discardFile{io.Discard}, 0, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := &Runtime{}
+	rt.trace = &tracer{stream: s}
+	h := &Handle{id: 7, size: 4}
+	cl := &Codelet{Name: "empty", Modes: []Mode{RW}}
+	j := &job{task: &Task{Codelet: cl, Handles: []*Handle{h}}, modes: cl.Modes}
+	b.ReportAllocs()
+	for i := range b.N {
+		j.id = uint64(i + 1)
+		rt.trace.submit(rt, j)
+	}
+	b.StopTimer()
+	if err := s.Close(nil, nil); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -11,6 +11,8 @@ package trace
 //	                                                      when one of them changed
 //	submit:   id, name, codelet, model, Δt, priority, flags, [tag], [flops bits],
 //	          niter, iter..., nh, nh x (handle, mode)
+//	repeat:   id - previous submit's id (zigzag), Δt   a submit record with the
+//	                                                   previous one's other fields
 //	ready:    id, Δt
 //	run:      id, worker, Δstart, end - start, footprint, flags,
 //	          [predicted, predicted transfer]        when flags has runPredicted
@@ -62,6 +64,15 @@ package trace
 // task ready at its submission gets no ready record: a task that ran
 // without one was ready at its submit time.
 //
+// Version 6 adds the repeat record: a submission whose names, priority,
+// tag, flops, iteration and handles (numbers and modes, their
+// descriptions unchanged) are those of the submit or repeat record before
+// it, as in a loop submitting one codelet on the same data, is that
+// record's id difference and time, 3 bytes where a submit record takes
+// about 12, and costs the submitting goroutine, the chain's bottleneck
+// with tracing on, no encoding (docs/design/tracing.md, Cost). A version
+// 5 reader would stop at its kind; it has a magic of its own to say why.
+//
 // Other times are nanoseconds since the runtime's Init (time 0), zigzag
 // varints; ids and sizes are uvarints; strings in name records are
 // referred to by id, 0 meaning none.
@@ -74,10 +85,11 @@ import (
 	"math"
 )
 
-// Magic opens a native trace file; magicV4, magicV3, magicV2 and magicV1
-// opened those of versions 4, 3, 2 and 1.
+// Magic opens a native trace file; magicV5 to magicV1 opened those of
+// versions 5 to 1.
 const (
-	Magic   = "STARPU-TRACE 5\n"
+	Magic   = "STARPU-TRACE 6\n"
+	magicV5 = "STARPU-TRACE 5\n"
 	magicV4 = "STARPU-TRACE 4\n"
 	magicV3 = "STARPU-TRACE 3\n"
 	magicV2 = "STARPU-TRACE 2\n"
@@ -89,6 +101,8 @@ const (
 func nativeVersion(head []byte) int {
 	switch string(head) {
 	case Magic:
+		return 6
+	case magicV5:
 		return 5
 	case magicV4:
 		return 4
@@ -117,6 +131,7 @@ const (
 	kindComm   byte = 11
 	kindHandle byte = 12
 	kindCursor byte = 13
+	kindRepeat byte = 14
 )
 
 // Submit record flags.
@@ -213,6 +228,11 @@ type reader struct {
 	// the handle records read.
 	last    int64
 	handles map[uint64]Access
+	// prev is the last submit or repeat record read: what a repeat record
+	// repeats (version 6). Its handles hold numbers and modes only.
+	prev Task
+	// prevOK says a submit record was read.
+	prevOK bool
 }
 
 func newReader(br io.ByteReader, version int) *reader {
@@ -344,9 +364,9 @@ func readNative(br io.ByteReader, version int, t *Trace) error {
 		case kindName:
 			id := r.u()
 			names[id] = r.str()
-		case kindSubmit:
-			task := b.task(r.u())
-			r.submit(task, names)
+		case kindSubmit, kindRepeat:
+			task := b.task(r.submitID(k))
+			r.submission(k, task, names)
 			if r.err == nil {
 				task.Submitted = true
 				d.seen(task.Submit)
@@ -421,6 +441,54 @@ func (r *reader) edge() (from, to uint64, w, start, end int64) {
 		end = start + r.i()
 	}
 	return from, to, w, start, end
+}
+
+// submitID reads the job number of a submit record of kind k (kindSubmit
+// or kindRepeat): a repeat record gives its difference from the previous
+// one's.
+func (r *reader) submitID(k byte) uint64 {
+	if k == kindSubmit {
+		r.prev.ID = r.u()
+		return r.prev.ID
+	}
+	switch {
+	case r.version < 6:
+		r.err = fmt.Errorf("%w: a repeat record in a version %d trace", errCorrupt, r.version)
+	case !r.prevOK:
+		r.err = fmt.Errorf("%w: a repeat record before any submit record", errCorrupt)
+	}
+	r.prev.ID += uint64(r.i())
+	return r.prev.ID
+}
+
+// submission reads the rest of a submit record of kind k, after the job
+// number (submitID), into x, reusing its Iter and Handles.
+func (r *reader) submission(k byte, x *Task, names map[uint64]string) {
+	if r.err != nil {
+		return
+	}
+	p := &r.prev
+	if k == kindSubmit {
+		r.submit(x, names)
+		r.prevOK = r.err == nil
+		p.Name, p.Codelet, p.Model, p.Priority, p.Tag, p.HasTag, p.Flops = x.Name, x.Codelet, x.Model, x.Priority, x.Tag, x.HasTag, x.Flops
+		p.Iter = append(p.Iter[:0], x.Iter...)
+		p.Handles = p.Handles[:0]
+		for _, h := range x.Handles {
+			p.Handles = append(p.Handles, Access{Handle: h.Handle, Mode: h.Mode})
+		}
+		return
+	}
+	x.Name, x.Codelet, x.Model, x.Priority, x.Tag, x.HasTag, x.Flops = p.Name, p.Codelet, p.Model, p.Priority, p.Tag, p.HasTag, p.Flops
+	x.Submit = r.time()
+	x.Iter = append(x.Iter[:0], p.Iter...)
+	x.Handles = x.Handles[:0]
+	for _, h := range p.Handles {
+		// The latest description, as a submit record's handles get.
+		a := r.handles[h.Handle]
+		a.Mode = h.Mode
+		x.Handles = append(x.Handles, a)
+	}
 }
 
 // submit reads a submit record's fields after the job number into x,

@@ -783,9 +783,9 @@ func (c *pfConverter) consume(br io.ByteReader, version int) error {
 			r.cursor()
 		case kindHandle:
 			r.handle(c.names)
-		case kindSubmit:
-			p := c.pending(r.u())
-			r.submit(&p.Task, c.names)
+		case kindSubmit, kindRepeat:
+			p := c.pending(r.submitID(k))
+			r.submission(k, &p.Task, c.names)
 			p.Submitted = true
 			c.st.seen(p.Submit)
 		case kindReady:

@@ -114,6 +114,63 @@ type side struct {
 	canon    []string
 	lastName string
 	lastID   uint64
+	// prev is the last submission recorded, which a repeat record
+	// repeats; its strings are canon's.
+	prev submitted
+}
+
+// submitted is what a repeat record repeats of the submission before it.
+type submitted struct {
+	ok                   bool
+	id                   uint64
+	name, codelet, model string
+	priority             int64
+	tag                  uint64
+	hasTag               bool
+	flops                float64
+	iter                 [2]int64
+	nIter                uint8
+	// handles are the handles' numbers and modes.
+	handles []Access
+}
+
+// same says whether e is prev but for its id and time, with its handles'
+// descriptions as the file has them: a repeat record then says it all.
+func (p *submitted) same(e *SubmitEvent) bool {
+	if !p.ok || e.Name != p.name || e.Codelet != p.codelet || e.Model != p.model || e.Priority != p.priority ||
+		e.HasTag != p.hasTag || e.Tag != p.tag || e.Flops != p.flops || e.NIter != p.nIter || e.Iter != p.iter ||
+		len(e.Handles) != len(p.handles) {
+		return false
+	}
+	for i := range e.Handles {
+		h, q := &e.Handles[i], &p.handles[i]
+		if h.Handle != q.Handle || h.Mode != q.Mode || !h.Mark.current(h) {
+			return false
+		}
+	}
+	return true
+}
+
+// keep makes e, whose names the side interned as name, codelet and model,
+// the submission a repeat record repeats.
+func (x *side) keep(e *SubmitEvent, name, codelet, model uint64) {
+	p := &x.prev
+	p.ok, p.id = true, e.ID
+	p.name, p.codelet, p.model = x.canonical(name), x.canonical(codelet), x.canonical(model)
+	p.priority, p.tag, p.hasTag, p.flops, p.iter, p.nIter = e.Priority, e.Tag, e.HasTag, e.Flops, e.Iter, e.NIter
+	p.handles = p.handles[:0]
+	for _, h := range e.Handles {
+		// Numbers and modes only: a kept mark would keep its handle alive.
+		p.handles = append(p.handles, Access{Handle: h.Handle, Mode: h.Mode})
+	}
+}
+
+// canonical is the string interned as id, "" for 0.
+func (x *side) canonical(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	return x.canon[id-1]
 }
 
 // Format is a trace file's format.
@@ -307,7 +364,14 @@ type HandleMark struct {
 	name      string
 }
 
-// Submit records a task's submission.
+// current says whether the file describes h as the mark says it does: no
+// handle record is due. False for a nil mark.
+func (m *HandleMark) current(h *Access) bool {
+	return m != nil && m.written && m.size == h.Size && m.footprint == h.Footprint && m.name == h.Name
+}
+
+// Submit records a task's submission: as a repeat record when it is the
+// previous one's but for its id and time (native.go, version 6).
 func (s *Stream) Submit(e *SubmitEvent) {
 	need := 64 + len(e.Name) + len(e.Codelet) + len(e.Model) + 80*len(e.Handles) // a handle: name, handle and (handle, mode) records
 	for _, h := range e.Handles {
@@ -317,6 +381,15 @@ func (s *Stream) Submit(e *SubmitEvent) {
 		return
 	}
 	x := &s.side
+	if x.prev.same(e) {
+		a := &x.r.a
+		a.b = append(a.b, kindRepeat)
+		a.i(int64(e.ID - x.prev.id))
+		x.r.time(e.Time - s.origin)
+		x.prev.id = e.ID
+		x.mu.Unlock()
+		return
+	}
 	name, codelet, model := x.name(e.Name), x.name(e.Codelet), x.name(e.Model)
 	for i := range e.Handles {
 		x.handle(&e.Handles[i])
@@ -352,6 +425,7 @@ func (s *Stream) Submit(e *SubmitEvent) {
 		a.u(h.Handle)
 		a.u(uint64(h.Mode))
 	}
+	x.keep(e, name, codelet, model)
 	x.mu.Unlock()
 }
 
@@ -359,7 +433,7 @@ func (s *Stream) Submit(e *SubmitEvent) {
 // description already; the side's lock held.
 func (s *side) handle(h *Access) {
 	m := h.Mark
-	if m != nil && m.written && m.size == h.Size && m.footprint == h.Footprint && m.name == h.Name {
+	if m.current(h) {
 		return
 	}
 	label := s.name(h.Name)

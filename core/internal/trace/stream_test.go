@@ -519,6 +519,8 @@ func TestReadRejects(t *testing.T) {
 		{"text", "hello", "neither a native trace"},
 		{"bad json", `{"traceEvents": [`, "corrupt trace"},
 		{"unknown record", Magic + "\x00\x63", "unknown record kind 99"},
+		{"repeat first", Magic + "\x00\x0e\x02\x02", "a repeat record before any submit record"},
+		{"repeat in version 5", magicV5 + "\x00\x0e\x02\x02", "a repeat record in a version 5 trace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Read(strings.NewReader(tc.in))
@@ -757,6 +759,114 @@ func TestStreamHandleMarks(t *testing.T) {
 		if x := got.Tasks[i]; x.Submit != int64(i) || !reflect.DeepEqual(x.Handles, []Access{d}) {
 			t.Errorf("task %d submitted at %d with %+v, want at %d with %+v", i+1, x.Submit, x.Handles, i, d)
 		}
+	}
+}
+
+// TestStreamRepeat: a submission that is the previous one but for its id
+// and time is a repeat record of a few bytes, and any difference, a
+// handle's description included, gives a whole submit record; the native
+// reader and both converters read each task as it was submitted.
+func TestStreamRepeat(t *testing.T) {
+	var f memFile
+	s, err := NewStream(&f, origin, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m5, m6 HandleMark
+	h5 := func(mode uint8, name string) []Access {
+		return []Access{{Handle: 5, Mode: mode, Size: 64, Footprint: 9, Name: name, Mark: &m5}}
+	}
+	rw := h5(ModeR|ModeW, "A")
+	two := append(h5(ModeR, "A"), Access{Handle: 6, Mode: ModeW, Size: 8, Footprint: 3, Mark: &m6})
+	for _, tc := range []struct {
+		why    string
+		e      SubmitEvent
+		repeat bool
+	}{
+		{"first", SubmitEvent{ID: 1, Name: "t", Codelet: "c", Model: "m", Handles: rw}, false},
+		{"same", SubmitEvent{ID: 2, Name: "t", Codelet: "c", Model: "m", Handles: rw}, true},
+		{"an id further on", SubmitEvent{ID: 4, Name: "t", Codelet: "c", Model: "m", Handles: rw}, true},
+		{"an id before", SubmitEvent{ID: 3, Name: "t", Codelet: "c", Model: "m", Handles: rw}, true},
+		{"name", SubmitEvent{ID: 5, Name: "u", Codelet: "c", Model: "m", Handles: rw}, false},
+		{"codelet", SubmitEvent{ID: 6, Name: "u", Codelet: "d", Model: "m", Handles: rw}, false},
+		{"model", SubmitEvent{ID: 7, Name: "u", Codelet: "d", Handles: rw}, false},
+		{"priority", SubmitEvent{ID: 8, Name: "u", Codelet: "d", Priority: 2, Handles: rw}, false},
+		{"same again", SubmitEvent{ID: 9, Name: "u", Codelet: "d", Priority: 2, Handles: rw}, true},
+		{"mode", SubmitEvent{ID: 10, Name: "u", Codelet: "d", Priority: 2, Handles: h5(ModeR, "A")}, false},
+		{"label", SubmitEvent{ID: 11, Name: "u", Codelet: "d", Priority: 2, Handles: h5(ModeR, "B")}, false},
+		{"one handle more", SubmitEvent{ID: 12, Name: "u", Codelet: "d", Priority: 2, Handles: two}, false},
+		{"two handles, same", SubmitEvent{ID: 13, Name: "u", Codelet: "d", Priority: 2, Handles: two}, true},
+		{"tag", SubmitEvent{ID: 14, Name: "u", Priority: 2, Tag: 3, HasTag: true}, false},
+		{"same tag", SubmitEvent{ID: 15, Name: "u", Priority: 2, Tag: 3, HasTag: true}, true},
+		{"another tag", SubmitEvent{ID: 16, Name: "u", Priority: 2, Tag: 4, HasTag: true}, false},
+		{"flops", SubmitEvent{ID: 17, Name: "u", Priority: 2, Tag: 4, HasTag: true, Flops: 1e6}, false},
+		{"iteration", SubmitEvent{ID: 18, Name: "u", Priority: 2, Tag: 4, HasTag: true, Flops: 1e6, Iter: [2]int64{1}, NIter: 1}, false},
+		{"next iteration", SubmitEvent{ID: 19, Name: "u", Priority: 2, Tag: 4, HasTag: true, Flops: 1e6, Iter: [2]int64{2}, NIter: 1}, false},
+		{"same iteration", SubmitEvent{ID: 20, Name: "u", Priority: 2, Tag: 4, HasTag: true, Flops: 1e6, Iter: [2]int64{2}, NIter: 1}, true},
+		{"no handles", SubmitEvent{ID: 21, Name: "u"}, false},
+		{"no handles again", SubmitEvent{ID: 22, Name: "u"}, true},
+	} {
+		tc.e.Time = origin + int64(tc.e.ID)*100
+		n := len(s.side.r.a.b)
+		s.Submit(&tc.e)
+		// A repeat record: kind, a one-byte id difference, a two-byte time.
+		if grew := len(s.side.r.a.b) - n; (grew <= 4) != tc.repeat {
+			t.Errorf("%s: the submission took %d bytes, want a repeat record %v", tc.why, grew, tc.repeat)
+		}
+		s.Run(tc.e.ID, 0, tc.e.Time+10, tc.e.Time+20, 0, false)
+	}
+	if err := s.Close(testWorkers, testNodes); err != nil {
+		t.Fatal(err)
+	}
+	native := f.Bytes()
+	var js bytes.Buffer
+	if err := ConvertChrome(&js, bytes.NewReader(native)); err != nil {
+		t.Fatal(err)
+	}
+	for name, in := range map[string][]byte{"native": native, "json": js.Bytes()} {
+		got, err := Read(bytes.NewReader(in))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(got.Tasks) != 22 {
+			t.Fatalf("%s: %d tasks, want 22", name, len(got.Tasks))
+		}
+		for _, x := range got.Tasks {
+			id := int64(x.ID)
+			if x.Submit != id*100 || x.Start != id*100+10 {
+				t.Errorf("%s: task %d submitted at %d, ran at %d; want %d, %d", name, id, x.Submit, x.Start, id*100, id*100+10)
+			}
+		}
+		// Spot checks of the fields a repeat record gives.
+		for _, c := range []struct {
+			id                   int
+			name, codelet, model string
+			priority             int64
+			handles              int
+		}{{3, "t", "c", "m", 0, 1}, {9, "u", "d", "", 2, 1}, {13, "u", "d", "", 2, 2}, {22, "u", "", "", 0, 0}} {
+			x := got.Tasks[c.id-1]
+			if x.Name != c.name || x.Codelet != c.codelet || x.Model != c.model || x.Priority != c.priority || len(x.Handles) != c.handles {
+				t.Errorf("%s: task %d %+v, want %+v", name, c.id, x, c)
+			}
+		}
+		if x := got.Tasks[12]; !reflect.DeepEqual(x.Handles, []Access{
+			{Handle: 5, Mode: ModeR, Size: 64, Footprint: 9, Name: "A"}, {Handle: 6, Mode: ModeW, Size: 8, Footprint: 3}}) {
+			t.Errorf("%s: task 13's handles %+v", name, x.Handles)
+		}
+		if x := got.Tasks[19]; !x.HasTag || x.Tag != 4 || x.Flops != 1e6 || !reflect.DeepEqual(x.Iter, []int64{2}) {
+			t.Errorf("%s: task 20 %+v, want tag 4, 1e6 flops, iteration 2", name, x)
+		}
+	}
+	var pf bytes.Buffer
+	if err := ConvertPerfetto(&pf, bytes.NewReader(native)); err != nil {
+		t.Fatal(err)
+	}
+	ran := map[string]int{}
+	for k, n := range checkPerfetto(t, pf.Bytes()).slices {
+		ran[k[strings.LastIndexByte(k, '/')+1:]] += n
+	}
+	if ran["t"] != 4 || ran["u"] != 18 {
+		t.Errorf("Perfetto task slices %v, want 4 t and 18 u", ran)
 	}
 }
 
