@@ -54,6 +54,9 @@ type Host struct {
 	// (host_decisions.go).
 	backlog [][]byte
 	inRing  bool
+	// wantRoom says a decision found the ring full since the last offer:
+	// the loop polls for room (host_decisions.go).
+	wantRoom bool
 	// chain is the chained tasks' state (host_chain.go), nil when none
 	// are chained; answered counts the chained tasks declined since the
 	// core's bell last rang (the core waits for those answers).
@@ -221,27 +224,29 @@ func (h *Host) loop() {
 	defer close(h.done)
 	ready := func() bool { return !h.events.Empty() || h.stop.Load() }
 	for !h.stop.Load() {
-		// With decisions waiting for room, poll the ring every 50 µs:
-		// the core reads it without telling the host.
+		// With decisions waiting for room in the ring, poll it every
+		// 50 µs: the core reads it without telling the host.
 		timeout := 100 * time.Millisecond
-		if len(h.backlog) > 0 {
+		if len(h.backlog) > 0 || h.wantRoom {
 			timeout = 50 * time.Microsecond
 		}
 		woken := h.spinner.Wait(h.bell, ready, timeout)
-		if len(h.backlog) > 0 && h.flush() {
-			h.coreBell.Ring()
-		}
-		if !woken {
+		flushed := len(h.backlog) > 0 && h.flush()
+		if !woken && !flushed && !h.wantRoom {
 			continue
 		}
+		// Offer again, as after an event: the chained tasks held for
+		// want of room (postChained) may find it now.
+		h.wantRoom = false
 		if err := h.drain(); err != nil {
 			h.loopErr = err
 			return
 		}
 		assigned := h.offer()
 		// Posted tasks need no core: their echo waits until the core
-		// wakes for their completion. Declined ones do.
-		if assigned > 0 || h.answered > 0 {
+		// wakes for their completion. Declined ones do, and flushed
+		// decisions.
+		if assigned > 0 || h.answered > 0 || flushed {
 			h.answered = 0
 			h.coreBell.Ring()
 		}

@@ -24,11 +24,7 @@ func (hr *hostRings) pushAfter(t *testing.T, id, pred uint64) {
 	wire.SetExecAfter(exec, pred)
 	p := wire.Push{ID: id, Worker: -1, ReleasedBy: -1, ArchMask: driver.ArchBit(driver.CPU), Length: [wire.NumArch]int64{-1, -1, -1},
 		Flags: wire.PushExec | wire.PushAfter, Exec: exec}
-	b := hr.events.Reserve(wire.PushLen(0) + len(p.Exec))
-	if b == nil {
-		t.Fatal("events ring full")
-	}
-	p.Encode(b)
+	p.Encode(hr.reserveEvent(t, wire.PushLen(0)+len(p.Exec)))
 	hr.events.Commit()
 	hr.bell.Ring()
 }
@@ -139,5 +135,34 @@ func TestHostChainWithoutPredecessor(t *testing.T) {
 	}
 	if err := h.Deinit(t.Context()); err == nil || !strings.Contains(err.Error(), "without an Exec flagged ExecAfter") {
 		t.Fatalf("Deinit: %v, want the chained Push named", err)
+	}
+}
+
+// A chained task the decisions ring has no room to announce is held, and
+// posted once the core makes room, though the core, waiting for it, sends
+// no event: the host polls the ring (host_decisions.go).
+func TestHostChainWaitsForRoom(t *testing.T) {
+	const fit = 2048 // Assigns in the decisions ring: 64 KiB of 32-byte records
+	_, hr := startHostOf(t, &chaining{}, []Worker{{ID: 0, Arch: driver.CPU}}, map[int]uint64{0: 1 << 16}, 4)
+	hr.push(t, 1, 0, true) // posted to worker 0's ring: the chain's head
+	if a := hr.decisionsN(t, 1)[0]; a.ID != 1 || a.Flags&wire.AssignPosted == 0 {
+		t.Fatalf("decision %+v, want task 1 posted", a)
+	}
+	// Declined as they are read, in order: the ring is full, none waits.
+	for id := uint64(2); id < 2+fit; id++ {
+		hr.pushAfter(t, id, 1e9)
+	}
+	hr.pushAfter(t, 2+fit, 1)
+	hr.drained(t) // the last one held: no room to announce it
+	for i, a := range hr.decisionsN(t, fit) {
+		if a.ID != uint64(2+i) || a.Flags&wire.AssignDeclined == 0 {
+			t.Fatalf("decision %d: %+v, want task %d declined", i, a, 2+i)
+		}
+	}
+	if a := hr.decisionsN(t, 1)[0]; a.ID != 2+fit || a.Worker != 0 || a.Flags&wire.AssignPosted == 0 {
+		t.Fatalf("decision %+v, want task %d posted to worker 0", a, 2+fit)
+	}
+	if ids, after := ringOrder(t, hr, 0); len(ids) != 2 || ids[0] != 1 || ids[1] != 2+fit || !after[1] {
+		t.Errorf("worker 0's ring: %v (after %v), want [1 %d], the second flagged ExecAfter", ids, after, 2+fit)
 	}
 }

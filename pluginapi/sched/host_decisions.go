@@ -14,12 +14,15 @@ package sched
 //
 // So a decision the ring has no room for waits in the host's backlog, in
 // order, and every decision after it joins it until the ring has room
-// again; the loop moves the backlog on first thing at each pass, and polls
-// while one is left. Its memory is bounded by the tasks in the policy's
-// hands, a few dozen bytes each. A decision that must reach the core before
-// something else happens (an Assign before its Exec is posted to a worker,
-// where the worker could complete it first) asks for the ring itself
-// (reserveRing) and gives up posting when it cannot have it.
+// again; the loop moves the backlog on first thing at each pass. Its
+// memory is bounded by the tasks in the policy's hands, a few dozen bytes
+// each. A decision that must reach the core before something else happens
+// (an Assign before its Exec is posted to a worker, where the worker could
+// complete it first) asks for the ring itself (reserveRing) and gives up
+// posting when it cannot have it; a chained task, which has no other way
+// to its worker, is then held (postChained). Either way the loop polls the
+// ring every 50 µs and offers again until a pass finds room: nothing else
+// would wake it, as the core, waiting for those tasks, sends no event.
 //
 // Rejected: the core draining decisions while it waits for room in the
 // events ring (the engine would reenter the decision handling that made it
@@ -48,6 +51,7 @@ func (h *Host) reserveRing(n int) []byte {
 	}
 	b := h.decisions.Reserve(n)
 	h.inRing = b != nil
+	h.wantRoom = h.wantRoom || b == nil
 	return b
 }
 

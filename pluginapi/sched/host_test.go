@@ -104,13 +104,37 @@ func (hr *hostRings) push(t *testing.T, id uint64, worker int32, withExec bool) 
 	if withExec {
 		p.Flags, p.Exec = wire.PushExec, execFor(id)
 	}
-	b := hr.events.Reserve(wire.PushLen(0) + len(p.Exec))
-	if b == nil {
-		t.Fatal("events ring full")
-	}
-	p.Encode(b)
+	p.Encode(hr.reserveEvent(t, wire.PushLen(0)+len(p.Exec)))
 	hr.events.Commit()
 	hr.bell.Ring()
+}
+
+// drained waits until the host has taken every event sent.
+func (hr *hostRings) drained(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !hr.events.Drained() {
+		if time.Now().After(deadline) {
+			t.Fatal("the host stopped reading events")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// reserveEvent reserves n bytes in the events ring, waiting for the host
+// to make room.
+func (hr *hostRings) reserveEvent(t *testing.T, n int) []byte {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b := hr.events.Reserve(n); b != nil {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the host stopped reading events")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // decisions reads n assignments.
@@ -326,27 +350,10 @@ func TestSetImpl(t *testing.T) {
 func TestHostNeverWaitsForCore(t *testing.T) {
 	const n = 6000 // three times the Assigns the decisions ring holds
 	_, hr := startTestHost(t, []Worker{{ID: 0, Arch: driver.CPU}}, map[int]uint64{0: 1 << 21}, n)
-	deadline := time.Now().Add(20 * time.Second)
 	for id := uint64(1); id <= n; id++ {
-		p := wire.Push{ID: id, Worker: 0, ReleasedBy: -1, ArchMask: driver.ArchBit(driver.CPU), Length: [wire.NumArch]int64{-1, -1, -1},
-			Flags: wire.PushExec, Exec: execFor(id)}
-		b := hr.events.Reserve(wire.PushLen(0) + len(p.Exec))
-		for ; b == nil; b = hr.events.Reserve(wire.PushLen(0) + len(p.Exec)) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the host stopped reading events at task %d of %d, the decisions ring full", id, n)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-		p.Encode(b)
-		hr.events.Commit()
-		hr.bell.Ring()
+		hr.push(t, id, 0, true)
 	}
-	for !hr.events.Drained() {
-		if time.Now().After(deadline) {
-			t.Fatal("the host stopped reading events")
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	hr.drained(t)
 	before, _ := ringOrder(t, hr, 0)
 	ds := hr.decisionsN(t, n)
 	after, _ := ringOrder(t, hr, 0)
