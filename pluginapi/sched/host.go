@@ -525,15 +525,23 @@ func (h *Host) assign(id int, t *Task) (posted bool) {
 func (h *Host) decide(id int, t *Task, wr *workerRing, slot []byte, kernel int32) (posted bool) {
 	var b []byte
 	if slot != nil {
-		if b = h.reserveRing(wire.AssignSize); b == nil {
-			slot = nil // reserved and never committed: given up
-		}
+		b = h.reserveRing(wire.AssignSize)
 	}
 	if b == nil {
-		b = h.reserve(wire.AssignSize)
+		// Not posted: a slot reserved in wr is given up, never committed.
+		h.announce(id, t, h.reserve(wire.AssignSize), false)
+		return false
 	}
+	h.announce(id, t, b, true)
+	h.post(t, wr, slot, kernel)
+	return true
+}
+
+// announce writes the Assign of t to worker id into b, reserved for it,
+// flagged AssignPosted when posted, and commits it.
+func (h *Host) announce(id int, t *Task, b []byte, posted bool) {
 	a := wire.Assign{Worker: int32(id), ID: t.ID}
-	if slot != nil {
+	if posted {
 		a.Flags = wire.AssignPosted
 	}
 	if impl := t.Impl(); impl != -1 {
@@ -542,9 +550,11 @@ func (h *Host) decide(id int, t *Task, wr *workerRing, slot []byte, kernel int32
 	}
 	a.Encode(b)
 	h.commit()
-	if slot == nil {
-		return false
-	}
+}
+
+// post copies t's Exec into slot, reserved in wr, with its kernel index
+// set to kernel unless -1, and commits it: after its Assign (announce).
+func (h *Host) post(t *Task, wr *workerRing, slot []byte, kernel int32) {
 	copy(slot, t.exec)
 	if kernel >= 0 {
 		wire.SetExecKernel(slot, uint32(kernel))
@@ -552,5 +562,4 @@ func (h *Host) decide(id int, t *Task, wr *workerRing, slot []byte, kernel int32
 	wr.ring.Commit()
 	wr.mustRing = true
 	t.exec = nil
-	return true
 }

@@ -159,10 +159,15 @@ func (h *Host) placed(id uint64, w int, posted bool) {
 func (h *Host) postChained(w int, t *Task) bool {
 	wr := h.rings[w]
 	slot := wr.ring.Reserve(len(t.exec))
-	if slot == nil || h.reserveRing(wire.AssignSize) == nil {
-		return false // the slots reserved are given up
+	if slot == nil {
+		return false
 	}
-	h.decide(w, t, wr, slot, -1)
+	b := h.reserveRing(wire.AssignSize)
+	if b == nil {
+		return false // the slot is given up, never committed
+	}
+	h.announce(w, t, b, true)
+	h.post(t, wr, slot, -1)
 	h.inflight[w]++
 	return true
 }
