@@ -89,7 +89,7 @@ func TestRunWorkloads(t *testing.T) {
 		// workers under dmda: the factor still checks.
 		{[]string{"run", "cholesky", "--size", "768", "--nblocks", "3", "--parallel", "2", "--sched", "dmda"}, map[string]string{"verified": "true", "parallel_tasks": "3"}, []string{"team_tasks"}},
 		{[]string{"run", "cholesky", "--size", "768", "--nblocks", "3", "--parallel", "3", "--precision", "double", "--sched", "dmda"}, map[string]string{"verified": "true", "parallel_tasks": "4"}, []string{"team_tasks"}},
-		{[]string{"bench", "overhead", "--tasks", "2000"}, map[string]string{"mode": "tags", "buffers": "0"}, []string{"per_task_us", "submit_us", "engine_cpu_us", "workers"}},
+		{[]string{"bench", "overhead", "--tasks", "2000", "--rounds", "3"}, map[string]string{"mode": "tags", "buffers": "0", "rounds": "3"}, []string{"per_task_us", "submit_us", "engine_cpu_us", "workers"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--buffers", "2"}, map[string]string{"mode": "chain", "buffers": "2"}, []string{"per_task_us"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--independent"}, map[string]string{"mode": "independent"}, []string{"per_task_us"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--rounds", "3"}, map[string]string{"mode": "tags", "rounds": "3"}, []string{"per_task_us"}},
