@@ -15,18 +15,11 @@ func (discardFile) Close() error { return nil }
 // runtime's side: the submit, ready, run and edge hooks, with a native
 // stream to nowhere.
 func BenchmarkTraceHooks(b *testing.B) {
-	s, err := trace.NewStream(discardFile{io.Discard}, 0, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rt := &Runtime{}
-	rt.trace = &tracer{stream: s}
-	h := &Handle{id: 7, size: 4}
-	cl := &Codelet{Name: "empty", Modes: []Mode{RW}}
-	prev := &job{id: 1, worker: 0, task: &Task{Codelet: cl, Handles: []*Handle{h}}, modes: cl.Modes}
+	rt, s, j := benchTracer(b)
+	prev := &job{id: 1, worker: 0, task: j.task, modes: j.modes}
+	j.worker = 1
 	b.ReportAllocs()
 	b.ResetTimer()
-	j := &job{worker: 1, task: prev.task, modes: cl.Modes}
 	for i := range b.N {
 		j.id = uint64(i + 2)
 		rt.trace.submit(rt, j)
@@ -39,6 +32,20 @@ func BenchmarkTraceHooks(b *testing.B) {
 	if err := s.Close(nil, nil); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// benchTracer is a runtime tracing to a native stream to nowhere, and a
+// job of a chain's codelet on one handle in RW.
+func benchTracer(b *testing.B) (*Runtime, *trace.Stream, *job) {
+	s, err := trace.NewStream(discardFile{io.Discard}, 0, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := &Runtime{}
+	rt.trace = &tracer{stream: s}
+	h := &Handle{id: 7, size: 4}
+	cl := &Codelet{Name: "empty", Modes: []Mode{RW}}
+	return rt, s, &job{task: &Task{Codelet: cl, Handles: []*Handle{h}}, modes: cl.Modes}
 }
 
 // With nothing observed the runtime keeps no tracer: every hook is one nil
@@ -57,16 +64,9 @@ func TestNoTracerByDefault(t *testing.T) {
 // goroutine: for a chain of one codelet on one handle, the record a
 // task's submission writes.
 func BenchmarkTraceSubmit(b *testing.B) {
-	s, err := trace.NewStream(discardFile{io.Discard}, 0, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rt := &Runtime{}
-	rt.trace = &tracer{stream: s}
-	h := &Handle{id: 7, size: 4}
-	cl := &Codelet{Name: "empty", Modes: []Mode{RW}}
-	j := &job{task: &Task{Codelet: cl, Handles: []*Handle{h}}, modes: cl.Modes}
+	rt, s, j := benchTracer(b)
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := range b.N {
 		j.id = uint64(i + 1)
 		rt.trace.submit(rt, j)

@@ -154,19 +154,8 @@ func TestEdgeBeforeRun(t *testing.T) {
 	s.Ready(2, origin+45)
 	s.Write([]Rec{{Kind: RecRun, ID: 1, Worker: 0, Start: origin + 30, End: origin + 40, Impl: -1, Predicted: -1, PredictedTransfer: -1}}, nil)
 	s.Run(2, 1, origin+50, origin+60, 0, false)
-	if err := s.Close(testWorkers, testNodes); err != nil {
-		t.Fatal(err)
-	}
-	native := f.Bytes()
-	var js bytes.Buffer
-	if err := ConvertChrome(&js, bytes.NewReader(native)); err != nil {
-		t.Fatal(err)
-	}
-	for name, file := range map[string][]byte{"native": native, "json": js.Bytes()} {
-		got, err := Read(bytes.NewReader(file))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+	native, both := closeReadBoth(t, s, &f)
+	for name, got := range both {
 		if len(got.Tasks) != 2 {
 			t.Fatalf("%s: %d tasks, want 2", name, len(got.Tasks))
 		}
@@ -762,6 +751,29 @@ func TestStreamHandleMarks(t *testing.T) {
 	}
 }
 
+// closeReadBoth closes s, which writes to f, and reads the trace back as
+// written ("native") and converted to Chrome JSON ("json").
+func closeReadBoth(t *testing.T, s *Stream, f *memFile) (native []byte, traces map[string]*Trace) {
+	t.Helper()
+	if err := s.Close(testWorkers, testNodes); err != nil {
+		t.Fatal(err)
+	}
+	native = f.Bytes()
+	var js bytes.Buffer
+	if err := ConvertChrome(&js, bytes.NewReader(native)); err != nil {
+		t.Fatal(err)
+	}
+	traces = map[string]*Trace{}
+	for name, in := range map[string][]byte{"native": native, "json": js.Bytes()} {
+		got, err := Read(bytes.NewReader(in))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		traces[name] = got
+	}
+	return native, traces
+}
+
 // TestStreamRepeat: a submission that is the previous one but for its id
 // and time is a repeat record of a few bytes, and any difference, a
 // handle's description included, gives a whole submit record; the native
@@ -815,19 +827,8 @@ func TestStreamRepeat(t *testing.T) {
 		}
 		s.Run(tc.e.ID, 0, tc.e.Time+10, tc.e.Time+20, 0, false)
 	}
-	if err := s.Close(testWorkers, testNodes); err != nil {
-		t.Fatal(err)
-	}
-	native := f.Bytes()
-	var js bytes.Buffer
-	if err := ConvertChrome(&js, bytes.NewReader(native)); err != nil {
-		t.Fatal(err)
-	}
-	for name, in := range map[string][]byte{"native": native, "json": js.Bytes()} {
-		got, err := Read(bytes.NewReader(in))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+	native, both := closeReadBoth(t, s, &f)
+	for name, got := range both {
 		if len(got.Tasks) != 22 {
 			t.Fatalf("%s: %d tasks, want 22", name, len(got.Tasks))
 		}
