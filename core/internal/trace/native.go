@@ -229,7 +229,7 @@ type reader struct {
 	last    int64
 	handles map[uint64]Access
 	// prev is the last submit or repeat record read: what a repeat record
-	// repeats (version 6). Its handles hold numbers and modes only.
+	// repeats (version 6).
 	prev Task
 	// prevOK says a submit record was read.
 	prevOK bool
@@ -467,28 +467,29 @@ func (r *reader) submission(k byte, x *Task, names map[uint64]string) {
 	if r.err != nil {
 		return
 	}
-	p := &r.prev
 	if k == kindSubmit {
 		r.submit(x, names)
 		r.prevOK = r.err == nil
-		p.Name, p.Codelet, p.Model, p.Priority, p.Tag, p.HasTag, p.Flops = x.Name, x.Codelet, x.Model, x.Priority, x.Tag, x.HasTag, x.Flops
-		p.Iter = append(p.Iter[:0], x.Iter...)
-		p.Handles = p.Handles[:0]
-		for _, h := range x.Handles {
-			p.Handles = append(p.Handles, Access{Handle: h.Handle, Mode: h.Mode})
-		}
+		repeated(&r.prev, x)
 		return
 	}
-	x.Name, x.Codelet, x.Model, x.Priority, x.Tag, x.HasTag, x.Flops = p.Name, p.Codelet, p.Model, p.Priority, p.Tag, p.HasTag, p.Flops
+	repeated(x, &r.prev)
 	x.Submit = r.time()
-	x.Iter = append(x.Iter[:0], p.Iter...)
-	x.Handles = x.Handles[:0]
-	for _, h := range p.Handles {
+	for i, h := range x.Handles {
 		// The latest description, as a submit record's handles get.
 		a := r.handles[h.Handle]
 		a.Mode = h.Mode
-		x.Handles = append(x.Handles, a)
+		x.Handles[i] = a
 	}
+}
+
+// repeated copies into dst what a repeat record repeats of src, reusing
+// dst's Iter and Handles.
+func repeated(dst, src *Task) {
+	dst.Name, dst.Codelet, dst.Model = src.Name, src.Codelet, src.Model
+	dst.Priority, dst.Tag, dst.HasTag, dst.Flops = src.Priority, src.Tag, src.HasTag, src.Flops
+	dst.Iter = append(dst.Iter[:0], src.Iter...)
+	dst.Handles = append(dst.Handles[:0], src.Handles...)
 }
 
 // submit reads a submit record's fields after the job number into x,

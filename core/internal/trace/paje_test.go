@@ -168,11 +168,7 @@ func checkPaje(t *testing.T, data []byte) (map[string]int, map[string]int) {
 }
 
 func TestWritePaje(t *testing.T) {
-	var f memFile
-	s, err := NewStream(&f, origin, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, f := testStream(t)
 	record(s)
 	if err := s.Close(testWorkers, testNodes); err != nil {
 		t.Fatal(err)

@@ -445,11 +445,7 @@ func comparePerfetto(t testing.TB, got, want pfSets) {
 }
 
 func TestWritePerfetto(t *testing.T) {
-	var f memFile
-	s, err := NewStream(&f, origin, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, f := testStream(t)
 	record(s)
 	if err := s.Close(testWorkers, testNodes); err != nil {
 		t.Fatal(err)
@@ -620,11 +616,7 @@ func (failWriter) Write([]byte) (int, error) { return 0, errDiskFull }
 // TestConvertPerfettoInputs: what ConvertPerfetto does with a trace cut
 // short, a JSON document, something else, and a writer that fails.
 func TestConvertPerfettoInputs(t *testing.T) {
-	var f memFile
-	s, err := NewStream(&f, origin, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, f := testStream(t)
 	record(s)
 	if err := s.Close(testWorkers, testNodes); err != nil {
 		t.Fatal(err)

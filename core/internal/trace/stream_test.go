@@ -97,11 +97,7 @@ func TestStreamRoundTrip(t *testing.T) {
 		name   string
 	}{{Native, "native"}, {Chrome, "json"}} {
 		t.Run(tc.name, func(t *testing.T) {
-			var f memFile
-			s, err := NewStream(&f, origin, 42)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, f := testStream(t)
 			record(s)
 			if err := s.Close(workers, nodes); err != nil {
 				t.Fatal(err)
@@ -142,11 +138,7 @@ func TestStreamRoundTrip(t *testing.T) {
 // Every reader keeps both the run and the edge; only an edge from a task
 // that ran nowhere (worker -1) ends it.
 func TestEdgeBeforeRun(t *testing.T) {
-	var f memFile
-	s, err := NewStream(&f, origin, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, f := testStream(t)
 	s.Describe(testWorkers, testNodes)
 	s.Submit(&SubmitEvent{ID: 1, Name: "a", Time: origin + 10})
 	s.Submit(&SubmitEvent{ID: 2, Name: "b", Time: origin + 20})
@@ -154,7 +146,7 @@ func TestEdgeBeforeRun(t *testing.T) {
 	s.Ready(2, origin+45)
 	s.Write([]Rec{{Kind: RecRun, ID: 1, Worker: 0, Start: origin + 30, End: origin + 40, Impl: -1, Predicted: -1, PredictedTransfer: -1}}, nil)
 	s.Run(2, 1, origin+50, origin+60, 0, false)
-	native, both := closeReadBoth(t, s, &f)
+	native, both := closeReadBoth(t, s, f)
 	for name, got := range both {
 		if len(got.Tasks) != 2 {
 			t.Fatalf("%s: %d tasks, want 2", name, len(got.Tasks))
@@ -246,11 +238,7 @@ func TestStreamBoundedMemory(t *testing.T) {
 // file (no cursor record) still reads.
 func TestStreamSideCursor(t *testing.T) {
 	t.Run("interleaved", func(t *testing.T) {
-		var f memFile
-		s, err := NewStream(&f, origin, 42)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, f := testStream(t)
 		s.Submit(&SubmitEvent{ID: 1, Name: "a", Time: origin + 10})
 		s.Run(1, 0, origin+40, origin+45, 0, false)
 		s.Submit(&SubmitEvent{ID: 2, Name: "b", Time: origin + 20}) // before the chunk's cursor (45)
@@ -272,11 +260,7 @@ func TestStreamSideCursor(t *testing.T) {
 		}
 	})
 	t.Run("concurrent", func(t *testing.T) {
-		var f memFile
-		s, err := NewStream(&f, origin, 42)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, f := testStream(t)
 		const producers, per = 4, 3000 // several side splices by overflow
 		var wg sync.WaitGroup
 		for p := range producers {
@@ -327,11 +311,7 @@ func TestStreamSideCursor(t *testing.T) {
 		}
 	})
 	t.Run("version 4", func(t *testing.T) {
-		var f memFile
-		s, err := NewStream(&f, origin, 42)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, f := testStream(t)
 		// Side records then batches only: no cursor record is needed.
 		s.Submit(&SubmitEvent{ID: 1, Name: "a", Time: origin + 10})
 		s.Ready(1, origin+30)
@@ -392,11 +372,7 @@ func TestStreamWriteError(t *testing.T) {
 func TestStreamSleepRoundTrip(t *testing.T) {
 	for _, format := range []string{"native", "json"} {
 		t.Run(format, func(t *testing.T) {
-			var f memFile
-			s, err := NewStream(&f, origin, 42)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, f := testStream(t)
 			s.Describe(testWorkers[:1], testNodes[:1])
 			s.Submit(&SubmitEvent{ID: 1, Name: "a", Time: origin + 10})
 			s.Ready(1, origin+30)
@@ -475,11 +451,7 @@ func TestReadVersion1(t *testing.T) {
 
 // A trace cut anywhere reads up to its last whole record.
 func TestReadTruncated(t *testing.T) {
-	var f memFile
-	s, err := NewStream(&f, origin, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, f := testStream(t)
 	record(s)
 	if err := s.Close(nil, nil); err != nil {
 		t.Fatal(err)
@@ -659,11 +631,7 @@ func TestCreate(t *testing.T) {
 
 // A native trace cut short converts to JSON up to where it stops.
 func TestConvertChromeTruncated(t *testing.T) {
-	var f memFile
-	s, err := NewStream(&f, origin, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, f := testStream(t)
 	record(s)
 	if err := s.Close(nil, nil); err != nil {
 		t.Fatal(err)
@@ -710,11 +678,7 @@ func BenchmarkStreamRound(b *testing.B) {
 // A handle's description goes to the file once, and again when it
 // changed: each task reads back the description it was submitted with.
 func TestStreamHandleMarks(t *testing.T) {
-	var f memFile
-	s, err := NewStream(&f, origin, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, f := testStream(t)
 	var mark HandleMark
 	descs := []Access{
 		{Handle: 5, Size: 64, Footprint: 0xa5, Name: "A"},
@@ -751,6 +715,17 @@ func TestStreamHandleMarks(t *testing.T) {
 	}
 }
 
+// testStream is a stream writing to an in-memory file.
+func testStream(t *testing.T) (*Stream, *memFile) {
+	t.Helper()
+	f := &memFile{}
+	s, err := NewStream(f, origin, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, f
+}
+
 // closeReadBoth closes s, which writes to f, and reads the trace back as
 // written ("native") and converted to Chrome JSON ("json").
 func closeReadBoth(t *testing.T, s *Stream, f *memFile) (native []byte, traces map[string]*Trace) {
@@ -779,11 +754,7 @@ func closeReadBoth(t *testing.T, s *Stream, f *memFile) (native []byte, traces m
 // handle's description included, gives a whole submit record; the native
 // reader and both converters read each task as it was submitted.
 func TestStreamRepeat(t *testing.T) {
-	var f memFile
-	s, err := NewStream(&f, origin, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, f := testStream(t)
 	var m5, m6 HandleMark
 	h5 := func(mode uint8, name string) []Access {
 		return []Access{{Handle: 5, Mode: mode, Size: 64, Footprint: 9, Name: name, Mark: &m5}}
@@ -827,7 +798,7 @@ func TestStreamRepeat(t *testing.T) {
 		}
 		s.Run(tc.e.ID, 0, tc.e.Time+10, tc.e.Time+20, 0, false)
 	}
-	native, both := closeReadBoth(t, s, &f)
+	native, both := closeReadBoth(t, s, f)
 	for name, got := range both {
 		if len(got.Tasks) != 22 {
 			t.Fatalf("%s: %d tasks, want 22", name, len(got.Tasks))

@@ -19,11 +19,7 @@ var teamWorkers = []Worker{{ID: 0, Name: "w0", Arch: "cpu"}, {ID: 1, Name: "w1",
 // 1 released, on worker 2 from 100 to 120.
 func recordTeam(t *testing.T) []byte {
 	t.Helper()
-	var f memFile
-	s, err := NewStream(&f, origin, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, f := testStream(t)
 	s.Describe(teamWorkers, testNodes[:1])
 	s.Submit(&SubmitEvent{ID: 1, Name: "pgemm", Codelet: "pgemm", Time: origin + 10})
 	s.Submit(&SubmitEvent{ID: 2, Name: "scal", Codelet: "scal", Time: origin + 15})
