@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs our benchmarks and StarPU 1.3's side by side, in one go, 2 CPU
 # workers, and prints each pair and the ratio ours/StarPU (lower is better
-# for per-task times, higher for GFlop/s).
+# for per-task times, higher for GFlop/s). Cholesky runs ROUNDS (default 3)
+# alternated rounds of both sides' two policies (scripts/cholesky-ab.sh).
 # Usage: scripts/bench-vs-starpu.sh [NTASKS] [CHOLESKY_SIZE] [NBLOCKS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,8 +22,7 @@ done
 ours=$($bin bench overhead --tasks "$n" --independent | tail -1)
 theirs=$(STARPU_SCHED=lws bash "$peer" async "$n")
 echo "independent: ours $(val per_task_us "$ours") us, starpu-lws $(val per_task_us "$theirs") us, ratio $(ratio "$(val per_task_us "$ours")" "$(val per_task_us "$theirs")")"
-ours=$($bin run cholesky --precision single --size "$size" --nblocks "$nb" | tail -1)
-theirs=$(bash "$peer" cholesky "$size" "$nb" lws)
-echo "cholesky $size/$nb: ours $(val gflops "$ours") GFlop/s (verified=$(val verified "$ours")), starpu-lws $(val gflops "$theirs") GFlop/s, ratio $(ratio "$(val gflops "$ours")" "$(val gflops "$theirs")")"
+ab=$(bash scripts/cholesky-ab.sh "$size" "$nb" "${ROUNDS:-3}" | tail -1)
+echo "cholesky $size/$nb, ${ROUNDS:-3} alternated rounds: ours $(val ours_best "$ab") GFlop/s (ws $(val ours_ws "$ab"), dmda $(val ours_dmda "$ab")), starpu $(val starpu_best "$ab") (lws $(val starpu_lws "$ab"), dmda $(val starpu_dmda "$ab")), median of the rounds' ratios $(val ratio "$ab")"
 ref=$($bin bench sgemm --size "$size" --threads 2 | tail -1)
-echo "openblas sgemm $size, 2 threads: $(val gflops "$ref") GFlop/s; cholesky ours/sgemm $(ratio "$(val gflops "$ours")" "$(val gflops "$ref")"), starpu/sgemm $(ratio "$(val gflops "$theirs")" "$(val gflops "$ref")")"
+echo "openblas sgemm $size, 2 threads: $(val gflops "$ref") GFlop/s; cholesky ours/sgemm $(ratio "$(val ours_best "$ab")" "$(val gflops "$ref")"), starpu/sgemm $(ratio "$(val starpu_best "$ab")" "$(val gflops "$ref")")"
