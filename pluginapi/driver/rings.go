@@ -59,6 +59,9 @@ type Rings struct {
 	// sleptFrom and sleptTo bound the sleeps since the last completion
 	// posted: the first's start, the last's end; 0 when none.
 	sleptFrom, sleptTo int64
+	// resched passes the worker through the Go scheduler every few ms
+	// of completions (shm.Resched: kernels are cgo calls).
+	resched shm.Resched
 }
 
 // OpenRings opens the rings and bells spec names in arena a, checking that
@@ -166,6 +169,11 @@ func (r *Rings) Post(c *wire.Completion, err error, alive func() bool) error {
 	c.Encode(b)
 	r.Completion.Commit()
 	r.posted = true
+	// A worker running kernel after kernel never sleeps on its bell,
+	// where the other passes through the Go scheduler happen.
+	if c.EndNs > 0 {
+		r.resched.Tick(c.EndNs)
+	}
 	r.sleptFrom, r.sleptTo = 0, 0
 	return nil
 }

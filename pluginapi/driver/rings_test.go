@@ -128,6 +128,41 @@ func TestRingsPostBounded(t *testing.T) {
 	}
 }
 
+// TestRingsPostResched: a worker that runs kernel after kernel passes
+// through the Go scheduler every shm.ReschedEvery of completion times
+// (shm.Resched), which Post reads from the completions' end times.
+func TestRingsPostResched(t *testing.T) {
+	r := newRingsRig(t, false)
+	w, err := OpenRings(r.a, r.spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const every = shm.ReschedEvery
+	for i, s := range []struct {
+		end  int64 // the completion's EndNs, the last pass having been at every
+		want bool  // whether Post passed through the scheduler
+	}{
+		{0, false}, // no end time: nothing to go by
+		{every + 1_000_000, false},
+		{2*every - 1, false},
+		{2 * every, true},
+		{3 * every, true},
+	} {
+		w.resched = shm.Resched{}
+		w.resched.Tick(every)
+		c := wire.Completion{ID: uint64(i + 1), EndNs: s.end}
+		if err := w.Post(&c, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		r.completion.Release()
+		// A pass is due one ReschedEvery after the last, less 1 ns,
+		// only if Post did not leave the last at its end time.
+		if got := !w.resched.Tick(s.end + every - 1); got != s.want {
+			t.Errorf("completion ending at %d ns: rescheduled %v, want %v", s.end, got, s.want)
+		}
+	}
+}
+
 // TestRingsBatching checks the completion rule: with tasks queued the
 // core's bell rings once half the work is done and for the last task, for
 // every task while the bell is urgent, and Flush rings only after a post.

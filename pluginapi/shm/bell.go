@@ -56,6 +56,10 @@ type Bell struct {
 	seq      *atomic.Uint32
 	sleepers *atomic.Uint32
 	urgent   *atomic.Uint32
+	// resched: a waiter about to sleep passes through the Go scheduler
+	// now and then, since the loops locked to their threads block only
+	// here and in cgo calls.
+	resched Resched
 }
 
 // Bell is the doorbell at control-region offset off, obtained from
@@ -155,9 +159,11 @@ func poll(ready func() bool, spin int) bool {
 
 // sleep is Wait's second phase.
 func (b *Bell) sleep(ready func() bool, timeout time.Duration) bool {
+	now := time.Now()
+	b.resched.Tick(now.UnixNano())
 	var deadline time.Time
 	if timeout > 0 {
-		deadline = time.Now().Add(timeout)
+		deadline = now.Add(timeout)
 	}
 	for {
 		seq := b.seq.Load()
