@@ -30,3 +30,24 @@ func (h *Handle) ReductionMethods() (redux, init *Codelet) {
 	}
 	return h.acc.red.redCl, h.acc.red.initCl
 }
+
+// ReserveThreads tells the runtime that n more goroutines lock their
+// threads and block in system calls or cgo calls for as long as it runs
+// (core/mpi's progression goroutine). Go lets such a goroutine keep its P
+// while it blocks until its sysmon thread takes the P back, tens of µs
+// later at best, so with fewer Ps than such threads every wake-up of one
+// waits for that: the runtime raises GOMAXPROCS to leave each its P, as it
+// does for its own engine and for in-process plugins, and puts it back at
+// Shutdown unless someone else changed it meanwhile. It does nothing once
+// the runtime is shut down.
+func (rt *Runtime) ReserveThreads(n int) {
+	if n <= 0 {
+		return
+	}
+	rt.ctxs.mu.Lock()
+	defer rt.ctxs.mu.Unlock()
+	if rt.shutdown.Load() {
+		return
+	}
+	rt.reserveThreads(n)
+}

@@ -167,9 +167,10 @@ type Runtime struct {
 }
 
 // threadBudget is what reserveThreads raised GOMAXPROCS for: busy counts
-// the busy threads of in-process plugins and saved is GOMAXPROCS before
-// they raised it. Init, CreateSchedContext (under ctxs.mu) and teardown
-// touch it, never at once, so it has no lock.
+// the busy threads of the engine, the application, in-process plugins and
+// extensions (ReserveThreads), and saved is GOMAXPROCS before they raised
+// it. Init touches it alone; CreateSchedContext, ReserveThreads and
+// restoreThreads hold ctxs.mu.
 type threadBudget struct {
 	busy, saved int
 }
@@ -552,6 +553,10 @@ func (rt *Runtime) start(ctx context.Context) error {
 	if rt.schedP == nil {
 		rt.reserveThreads(1)
 	}
+	// The engine's thread and the application's, whatever the plugins:
+	// under mpirun's default binding of a rank to one core, Go starts
+	// with one P, which the engine's sleep would hold.
+	rt.reserveThreads(0)
 	if err := rt.sched.Init(ctx, rt.schedInit(rt.global.workers, rt.global.rings)); err != nil {
 		return fmt.Errorf("scheduler %s: init: %w", rt.cfg.Sched, err)
 	}
@@ -561,7 +566,8 @@ func (rt *Runtime) start(ctx context.Context) error {
 }
 
 // reserveThreads makes room in Go's scheduler for n more threads that an
-// in-process plugin locks and keeps busy (workers, a policy host): each
+// in-process plugin locks and keeps busy (workers, a policy host), or
+// that an extension locks and blocks in system calls (ReserveThreads): each
 // polls its ring on a locked thread, and one that sleeps on a futex keeps its
 // P until Go's sysmon takes it back, so with fewer Ps than such threads a
 // dependency hop waited for sysmon (0.5 ms per task with GOMAXPROCS=2
@@ -574,7 +580,7 @@ func (rt *Runtime) reserveThreads(n int) {
 	}
 	rt.threads.busy += n
 	if cur := runtime.GOMAXPROCS(0); cur < rt.threads.busy {
-		rt.log.Debug("raising GOMAXPROCS for in-process plugins", "from", cur, "to", rt.threads.busy)
+		rt.log.Debug("raising GOMAXPROCS for the threads that block", "from", cur, "to", rt.threads.busy)
 		if rt.threads.saved == 0 {
 			rt.threads.saved = cur
 		}
@@ -585,6 +591,8 @@ func (rt *Runtime) reserveThreads(n int) {
 // restoreThreads undoes reserveThreads once the in-process plugins stopped,
 // unless someone else changed GOMAXPROCS meanwhile.
 func (rt *Runtime) restoreThreads() {
+	rt.ctxs.mu.Lock()
+	defer rt.ctxs.mu.Unlock()
 	if rt.threads.saved > 0 && runtime.GOMAXPROCS(0) == rt.threads.busy {
 		runtime.GOMAXPROCS(rt.threads.saved)
 	}

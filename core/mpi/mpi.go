@@ -188,6 +188,10 @@ func Init(ctx context.Context, rt *core.Runtime, opt Options) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mpi: Init: %w", err)
 	}
+	// The progression goroutine sleeps in ppoll and calls MPI on its
+	// locked thread: it needs a P of its own beside the engine's (under
+	// mpirun's default binding a rank starts with one).
+	rt.ReserveThreads(1)
 	c := &Comm{
 		rt: rt, mc: mc, rank: mc.Rank(), size: mc.Size(), opt: opt, log: log.Named("mpi"),
 		cache: !opt.NoCache, start: time.Now(), ctrlTag: mc.TagUB(),

@@ -28,6 +28,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/starpu-go/starpu/pluginapi/shm"
 )
 
 // ErrMPI is wrapped by every error an MPI call returned.
@@ -204,6 +206,10 @@ type Comm struct {
 	table     reqTable
 	inflight  []*Request
 	finalized bool
+	// resched passes the progression goroutine through the Go scheduler
+	// every few ms: it is locked to its thread and blocks only in cgo and
+	// system calls (shm.Resched says what sysmon does otherwise).
+	resched shm.Resched
 }
 
 // Init initialises MPI on a new progression goroutine, with thread level

@@ -38,7 +38,10 @@ func (c *Comm) run(ready chan<- error) {
 	}
 	ready <- nil
 	idle, sleep, lastDone := 0, time.Microsecond, time.Now()
-	for !c.quit() {
+	for pass := 0; !c.quit(); pass++ {
+		if pass%16 == 0 {
+			c.resched.Tick(time.Now().UnixNano())
+		}
 		worked := c.drain()
 		if c.quit() {
 			break
@@ -87,6 +90,7 @@ func (c *Comm) sleep(d time.Duration) bool {
 	if queued {
 		return true
 	}
+	c.resched.Tick(time.Now().UnixNano())
 	var ts *unix.Timespec
 	if d >= 0 {
 		t := unix.NsecToTimespec(d.Nanoseconds())
