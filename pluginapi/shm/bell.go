@@ -58,8 +58,9 @@ type Bell struct {
 	urgent   *atomic.Uint32
 	// resched: a waiter about to sleep passes through the Go scheduler
 	// now and then, since the loops locked to their threads block only
-	// here and in cgo calls.
+	// here and in cgo calls; epoch is its clock's base (monotonic).
 	resched Resched
+	epoch   time.Time
 }
 
 // Bell is the doorbell at control-region offset off, obtained from
@@ -93,7 +94,8 @@ func NewBell(mem []byte) (*Bell, error) {
 	if !aligned(mem, 8) {
 		return nil, errors.New("shm: bell memory not 8-byte aligned")
 	}
-	return &Bell{seq: atomicU32(mem, bellSeqOff), sleepers: atomicU32(mem, bellSleepersOff), urgent: atomicU32(mem, bellUrgentOff)}, nil
+	return &Bell{seq: atomicU32(mem, bellSeqOff), sleepers: atomicU32(mem, bellSleepersOff), urgent: atomicU32(mem, bellUrgentOff),
+		epoch: time.Now()}, nil
 }
 
 // Ring wakes the waiters. Call it after making their condition true (after
@@ -160,7 +162,7 @@ func poll(ready func() bool, spin int) bool {
 // sleep is Wait's second phase.
 func (b *Bell) sleep(ready func() bool, timeout time.Duration) bool {
 	now := time.Now()
-	b.resched.Tick(now.UnixNano())
+	b.resched.Tick(int64(now.Sub(b.epoch)))
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = now.Add(timeout)

@@ -41,10 +41,11 @@ type Resched struct {
 
 // Tick passes the calling goroutine through the scheduler if ReschedEvery
 // has gone by since the last time, and reports whether it did. now is a
-// time in ns on a base of the caller's choosing, the same at every call; a
-// now before the last one (a clock set back) counts as due.
+// monotonic time in ns on a base of the caller's choosing, the same at
+// every call; a now before the last one (completions posted out of the
+// order they ended in) is not due.
 func (r *Resched) Tick(now int64) bool {
-	if last := r.last.Load(); now-last < ReschedEvery && now >= last {
+	if now-r.last.Load() < ReschedEvery {
 		return false
 	}
 	r.last.Store(now)

@@ -208,8 +208,10 @@ type Comm struct {
 	finalized bool
 	// resched passes the progression goroutine through the Go scheduler
 	// every few ms: it is locked to its thread and blocks only in cgo and
-	// system calls (shm.Resched says what sysmon does otherwise).
+	// system calls (shm.Resched says what sysmon does otherwise), on
+	// a monotonic clock from epoch.
 	resched shm.Resched
+	epoch   time.Time
 }
 
 // Init initialises MPI on a new progression goroutine, with thread level

@@ -38,9 +38,10 @@ func (c *Comm) run(ready chan<- error) {
 	}
 	ready <- nil
 	idle, sleep, lastDone := 0, time.Microsecond, time.Now()
+	c.epoch = lastDone
 	for pass := 0; !c.quit(); pass++ {
 		if pass%16 == 0 {
-			c.resched.Tick(time.Now().UnixNano())
+			c.resched.Tick(int64(time.Since(c.epoch)))
 		}
 		worked := c.drain()
 		if c.quit() {
@@ -90,7 +91,7 @@ func (c *Comm) sleep(d time.Duration) bool {
 	if queued {
 		return true
 	}
-	c.resched.Tick(time.Now().UnixNano())
+	c.resched.Tick(int64(time.Since(c.epoch)))
 	var ts *unix.Timespec
 	if d >= 0 {
 		t := unix.NsecToTimespec(d.Nanoseconds())
