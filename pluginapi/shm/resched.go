@@ -33,8 +33,9 @@ const ReschedEvery = 4_000_000 // ns
 // whose tick is stale whatever the idle Ps) and the goroutine parking on a
 // channel now and then (the same hand-offs, and a second goroutine).
 //
-// The zero Resched is ready; its methods may be called from one goroutine
-// at a time (the field is atomic so that a Bell shared by waiters is safe).
+// The zero Resched is ready. It is meant for one goroutine; several may
+// share one safely (a Bell with several waiters), and then a pass serves
+// whichever of them was due to make it.
 type Resched struct {
 	last atomic.Int64
 }
