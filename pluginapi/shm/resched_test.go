@@ -6,9 +6,9 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,12 +51,9 @@ func TestReschedQuietsSysmon(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("counts threads' context switches in /proc")
 	}
-	var word uint32
+	var word atomic.Uint32
 	ts := unix.NsecToTimespec(100_000)
-	futex := func() {
-		unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&word)), futexWait|futexPrivate, 0,
-			uintptr(unsafe.Pointer(&ts)), 0, 0)
-	}
+	block := func() { futex(&word, futexWait|futexPrivate, 0, &ts) } // times out: nobody wakes it
 	var r Resched
 	start := time.Now()
 	bell, err := NewBell(make([]byte, BellSize))
@@ -64,8 +61,8 @@ func TestReschedQuietsSysmon(t *testing.T) {
 		t.Fatal(err)
 	}
 	never := func() bool { return false }
-	without := otherThreadSwitches(t, futex)
-	with := otherThreadSwitches(t, func() { futex(); r.Tick(int64(time.Since(start))) })
+	without := otherThreadSwitches(t, block)
+	with := otherThreadSwitches(t, func() { block(); r.Tick(int64(time.Since(start))) })
 	// A Bell's sleep ticks by itself: the engine's and the policy host's
 	// waits.
 	sleeping := otherThreadSwitches(t, func() { bell.Wait(never, 0, 100*time.Microsecond) })
