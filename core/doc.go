@@ -95,6 +95,7 @@
 //	live dashboard: server, page   internal/dashboard/           docs/design/tracing.md
 //	trace files read back          trace_file.go                 docs/design/tracing.md
 //	trace formats, analysis, views internal/trace/               docs/design/tracing.md
+//	the submit records' clock      internal/tsc/                 docs/design/tracing.md
 //	handles, register, unregister  data.go                       docs/design/access.md
 //	access order, locks, arbiters  data_access.go                docs/design/access.md
 //	acquire, callbacks             data_acquire.go               docs/design/access.md

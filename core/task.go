@@ -273,7 +273,9 @@ type job struct {
 	chainWorker int32
 	chainErr    error
 	// chainReadyNs is when the predecessor whose termination released a
-	// chained job ended (its ready time in a trace); 0 if it ran nowhere.
+	// chained job ended, or for another job the latest end of the
+	// predecessors whose completions the engine terminated: its ready
+	// time in a trace (tracer.ready, readyAt); 0 if none ran.
 	chainReadyNs int64
 	pred1        *job
 	npred1       int32
@@ -1069,7 +1071,12 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 			for _, s := range list {
 				if rt.trace != nil {
 					rt.trace.edge(j, s, worker >= 0)
-					if s.chain.Load()&chainOn != 0 {
+					switch {
+					case s.chain.Load()&chainOn != 0:
+						s.chainReadyNs = j.end
+					case worker >= 0 && j.end > s.chainReadyNs:
+						// The engine's goroutine, as every release
+						// reading it (tracer.ready).
 						s.chainReadyNs = j.end
 					}
 				}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/starpu-go/starpu/core/internal/trace"
+	"github.com/starpu-go/starpu/core/internal/tsc"
+	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
 type discardFile struct{ io.Writer }
@@ -42,7 +44,7 @@ func benchTracer(b *testing.B) (*Runtime, *trace.Stream, *job) {
 		b.Fatal(err)
 	}
 	rt := &Runtime{}
-	rt.trace = &tracer{stream: s}
+	rt.trace = &tracer{stream: s, clock: tsc.New(wire.Now)}
 	h := &Handle{id: 7, size: 4}
 	cl := &Codelet{Name: "empty", Modes: []Mode{RW}}
 	return rt, s, &job{task: &Task{Codelet: cl, Handles: []*Handle{h}}, modes: cl.Modes}
@@ -71,6 +73,33 @@ func BenchmarkTraceSubmit(b *testing.B) {
 		j.id = uint64(i + 1)
 		rt.trace.submit(rt, j)
 	}
+	b.StopTimer()
+	if err := s.Close(nil, nil); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkTraceEngineChain is what tracing costs the engine goroutine per
+// task of a chain, as it runs there: a task's run record, the edge to
+// its successor and the successor's ready time at its end (a chained
+// task's), written in rounds of 64 tasks.
+func BenchmarkTraceEngineChain(b *testing.B) {
+	rt, s, j := benchTracer(b)
+	j.traced = true
+	succ := &job{task: j.task, modes: j.modes, traced: true}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		j.id, succ.id = uint64(i+1), uint64(i+2)
+		j.start, j.end = int64(i)*1000, int64(i)*1000+300
+		rt.traceTask(1, j, j.start, j.end, 0, 0, false)
+		rt.trace.edge(j, succ, true)
+		rt.trace.readyAt(succ, j.end, true)
+		if i%64 == 63 {
+			rt.trace.flushRound()
+		}
+	}
+	rt.trace.flushRound()
 	b.StopTimer()
 	if err := s.Close(nil, nil); err != nil {
 		b.Fatal(err)

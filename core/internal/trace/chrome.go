@@ -149,7 +149,7 @@ func (c *chromeSink) consume(br io.ByteReader, version int) error {
 			r.cursor()
 		case kindHandle:
 			r.handle(c.names)
-		case kindSubmit, kindRepeat:
+		case kindSubmit, kindRepeat, kindRepeatTag:
 			p := c.pending(r.submitID(k))
 			r.submission(k, &p.Task, c.names)
 			p.Submitted = true
@@ -158,9 +158,9 @@ func (c *chromeSink) consume(br io.ByteReader, version int) error {
 			p := c.pending(r.u())
 			p.Ready = r.time()
 			c.st.seen(p.Ready)
-		case kindRun:
-			p := c.pending(r.u())
-			r.run(&p.Task)
+		case kindRun, kindRunNext:
+			p := c.pending(r.runID(k))
+			r.run(k, &p.Task)
 			if r.err == nil {
 				c.st.run(&p.Task)
 				if err = c.serr; err == nil {
@@ -168,8 +168,8 @@ func (c *chromeSink) consume(br io.ByteReader, version int) error {
 				}
 				c.done(p)
 			}
-		case kindEdge:
-			from, to, w, s, e := r.edge()
+		case kindEdge, kindEdgeRun, kindHop:
+			from, to, w, s, e := r.edge(k)
 			if q := c.tasks[from]; w < 0 && q != nil && q.Submitted && !q.Ran && r.err == nil {
 				// A task releases its successors once it has run or,
 				// when it runs nowhere, terminated: this one is over.
@@ -192,6 +192,10 @@ func (c *chromeSink) consume(br io.ByteReader, version int) error {
 				b = append(b, '}')
 				c.scrat = b
 				err = c.event(b)
+			}
+			if k == kindHop && r.err == nil {
+				p.Ready = e
+				c.st.seen(e)
 			}
 		case kindXfer:
 			x := Transfer{Src: int(r.u()), Dst: int(r.u()), Bytes: r.u(), Handle: r.u(), Start: r.i(), End: r.i()}

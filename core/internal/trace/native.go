@@ -13,6 +13,8 @@ package trace
 //	          niter, iter..., nh, nh x (handle, mode)
 //	repeat:   id - previous submit's id (zigzag), Δt   a submit record with the
 //	                                                   previous one's other fields
+//	repeat-tag: the same, then tag - previous tag (zigzag): a repeat with
+//	          another tag
 //	ready:    id, Δt
 //	run:      id, worker, Δstart, end - start, footprint, flags,
 //	          [predicted, predicted transfer]        when flags has runPredicted
@@ -22,6 +24,14 @@ package trace
 //	                                                 team, the master (worker) first
 //	edge:     from, to, from's worker (-1: it ran nowhere),
 //	          [Δ from's start, from's end - start]   when it ran
+//	next-run: id - last run's id (zigzag), Δstart, end - start,
+//	          [predicted, predicted transfer]        a run record with the last
+//	                                                 run record's worker, footprint,
+//	                                                 flags and implementation
+//	edge-run: to - last run's id (zigzag)            an edge from the last run
+//	                                                 record's task
+//	hop:      to - last run's id (zigzag)            the same, and to was ready
+//	                                                 at that task's end
 //	xfer:     src, dst, bytes, handle, start, end, flags
 //	worker:   id, node, arch (string), name (string)
 //	node:     id, name (string)
@@ -73,6 +83,21 @@ package trace
 // with tracing on, no encoding (docs/design/tracing.md, Cost). A version
 // 5 reader would stop at its kind; it has a magic of its own to say why.
 //
+// Version 7 adds four records. Three refer to the last run record in the
+// file (run records only go to the stream's chunks, never to its side
+// buffer, so the writer's last one is the reader's): next-run, a run
+// record with that one's worker, footprint, flags and implementation
+// (no sleep, no team: their fields differ from task to task), and
+// edge-run and hop, an edge from that one's task, whose worker and times
+// it has, hop adding that the successor was ready at its end. That is
+// the engine's whole record of a chain's hop: about 10 bytes per task
+// where version 6 took 28 (the run, edge and ready records), and
+// encoding them was most of what a trace cost the engine's goroutine
+// (docs/design/tracing.md, Cost). Edge-run and hop records leave the
+// time cursor where it was. The fourth, repeat-tag, is a repeat record
+// with another tag, as a chain by tags submits. A version 6 reader would
+// stop at their kinds.
+//
 // Other times are nanoseconds since the runtime's Init (time 0), zigzag
 // varints; ids and sizes are uvarints; strings in name records are
 // referred to by id, 0 meaning none.
@@ -85,10 +110,11 @@ import (
 	"math"
 )
 
-// Magic opens a native trace file; magicV5 to magicV1 opened those of
-// versions 5 to 1.
+// Magic opens a native trace file; magicV6 to magicV1 opened those of
+// versions 6 to 1.
 const (
-	Magic   = "STARPU-TRACE 6\n"
+	Magic   = "STARPU-TRACE 7\n"
+	magicV6 = "STARPU-TRACE 6\n"
 	magicV5 = "STARPU-TRACE 5\n"
 	magicV4 = "STARPU-TRACE 4\n"
 	magicV3 = "STARPU-TRACE 3\n"
@@ -101,6 +127,8 @@ const (
 func nativeVersion(head []byte) int {
 	switch string(head) {
 	case Magic:
+		return 7
+	case magicV6:
 		return 6
 	case magicV5:
 		return 5
@@ -118,20 +146,24 @@ func nativeVersion(head []byte) int {
 
 // Record kinds.
 const (
-	kindName   byte = 1
-	kindSubmit byte = 2
-	kindReady  byte = 3
-	kindRun    byte = 4
-	kindEdge   byte = 5
-	kindXfer   byte = 6
-	kindWorker byte = 7
-	kindNode   byte = 8
-	kindEnd    byte = 9
-	kindPlugin byte = 10
-	kindComm   byte = 11
-	kindHandle byte = 12
-	kindCursor byte = 13
-	kindRepeat byte = 14
+	kindName      byte = 1
+	kindSubmit    byte = 2
+	kindReady     byte = 3
+	kindRun       byte = 4
+	kindEdge      byte = 5
+	kindXfer      byte = 6
+	kindWorker    byte = 7
+	kindNode      byte = 8
+	kindEnd       byte = 9
+	kindPlugin    byte = 10
+	kindComm      byte = 11
+	kindHandle    byte = 12
+	kindCursor    byte = 13
+	kindRepeat    byte = 14
+	kindRunNext   byte = 15
+	kindEdgeRun   byte = 16
+	kindHop       byte = 17
+	kindRepeatTag byte = 18
 )
 
 // Submit record flags.
@@ -233,6 +265,9 @@ type reader struct {
 	prev Task
 	// prevOK says a submit record was read.
 	prevOK bool
+	// lastRun is the last run record read: what a next-run,
+	// edge-from-run or hop record refers to (version 7).
+	lastRun lastRun
 }
 
 func newReader(br io.ByteReader, version int) *reader {
@@ -364,7 +399,7 @@ func readNative(br io.ByteReader, version int, t *Trace) error {
 		case kindName:
 			id := r.u()
 			names[id] = r.str()
-		case kindSubmit, kindRepeat:
+		case kindSubmit, kindRepeat, kindRepeatTag:
 			task := b.task(r.submitID(k))
 			r.submission(k, task, names)
 			if r.err == nil {
@@ -379,15 +414,20 @@ func readNative(br io.ByteReader, version int, t *Trace) error {
 			task := b.task(r.u())
 			task.Ready = r.time()
 			d.seen(task.Ready)
-		case kindRun:
-			task := b.task(r.u())
-			r.run(task)
+		case kindRun, kindRunNext:
+			task := b.task(r.runID(k))
+			r.run(k, task)
 			if r.err == nil {
 				d.run(task)
 			}
-		case kindEdge:
-			from, to, _, _, _ := r.edge()
+		case kindEdge, kindEdgeRun, kindHop:
+			from, to, _, _, end := r.edge(k)
 			b.edge(from, to)
+			if k == kindHop && r.err == nil {
+				task := b.task(to)
+				task.Ready = end
+				d.seen(end)
+			}
 		case kindXfer:
 			x := Transfer{Src: int(r.u()), Dst: int(r.u()), Bytes: r.u(), Handle: r.u(), Start: r.i(), End: r.i()}
 			x.Failed = r.u()&flagFailed != 0
@@ -429,9 +469,16 @@ func readNative(br io.ByteReader, version int, t *Trace) error {
 	}
 }
 
-// edge reads an edge record: from released to; from ran on worker w (-1:
-// nowhere) from start to end.
-func (r *reader) edge() (from, to uint64, w, start, end int64) {
+// edge reads an edge record of kind k (kindEdge, or kindEdgeRun and
+// kindHop, from the last run record's task): from released to; from ran
+// on worker w (-1: nowhere) from start to end. A hop record also says
+// that to was ready at end.
+func (r *reader) edge(k byte) (from, to uint64, w, start, end int64) {
+	if k != kindEdge {
+		r.afterRun(k)
+		p := &r.lastRun
+		return p.id, p.id + uint64(r.i()), int64(p.worker), p.start, p.end
+	}
 	from, to, w = r.u(), r.u(), r.i()
 	switch {
 	case r.version < 4:
@@ -452,6 +499,8 @@ func (r *reader) submitID(k byte) uint64 {
 		return r.prev.ID
 	}
 	switch {
+	case k == kindRepeatTag && r.version < 7:
+		r.err = fmt.Errorf("%w: a repeat-tag record in a version %d trace", errCorrupt, r.version)
 	case r.version < 6:
 		r.err = fmt.Errorf("%w: a repeat record in a version %d trace", errCorrupt, r.version)
 	case !r.prevOK:
@@ -475,6 +524,10 @@ func (r *reader) submission(k byte, x *Task, names map[uint64]string) {
 	}
 	repeated(x, &r.prev)
 	x.Submit = r.time()
+	if k == kindRepeatTag {
+		r.prev.Tag += uint64(r.i())
+		x.Tag = r.prev.Tag
+	}
 	for i, h := range x.Handles {
 		// The latest description, as a submit record's handles get.
 		a := r.handles[h.Handle]
@@ -543,20 +596,58 @@ func (r *reader) submit(x *Task, names map[uint64]string) {
 	}
 }
 
-// run reads a run record's fields after the job number into x.
-func (r *reader) run(x *Task) {
+// afterRun checks that a record of kind k, which refers to the last run
+// record, may be read: version 7, after a run record.
+func (r *reader) afterRun(k byte) {
+	switch {
+	case r.err != nil:
+	case r.version < 7:
+		r.err = fmt.Errorf("%w: a record of kind %d in a version %d trace", errCorrupt, k, r.version)
+	case !r.lastRun.ok:
+		r.err = fmt.Errorf("%w: a record of kind %d before any run record", errCorrupt, k)
+	}
+}
+
+// runID reads the job number of a run record of kind k (kindRun or
+// kindRunNext): a next-run record gives its difference from the last
+// run record's.
+func (r *reader) runID(k byte) uint64 {
+	if k == kindRun {
+		return r.u()
+	}
+	r.afterRun(k)
+	return r.lastRun.id + uint64(r.i())
+}
+
+// run reads a run record's fields of kind k after the job number into x:
+// a next-run record (version 7) has the times and predictions only, and
+// the last run record's worker, footprint, flags and implementation.
+func (r *reader) run(k byte, x *Task) {
 	if r.version >= 5 && x.Submitted && x.Ready == 0 {
 		x.Ready = x.Submit // ready at its submission: no ready record
 	}
-	x.Worker = int(r.i())
-	if r.version >= 4 {
+	next := k == kindRunNext
+	var flags uint64
+	switch {
+	case next:
+		x.Worker, x.Footprint, flags = int(r.lastRun.worker), r.lastRun.footprint, r.lastRun.flags
 		x.Start = r.time()
 		x.End = x.Start + r.i()
-	} else {
+		if r.err == nil && flags&(runSlept|runTeam) != 0 {
+			r.err = fmt.Errorf("%w: job %d's next-run record repeats a sleep or a team", errCorrupt, x.ID)
+		}
+	case r.version >= 4:
+		x.Worker = int(r.i())
+		x.Start = r.time()
+		x.End = x.Start + r.i()
+	default:
+		x.Worker = int(r.i())
 		x.Start, x.End = r.i(), r.i()
 	}
-	x.Footprint = uint32(r.u())
-	flags := r.u()
+	if !next {
+		x.Footprint = uint32(r.u())
+		flags = r.u()
+	}
 	x.Failed = flags&flagFailed != 0
 	x.Posted = flags&runPosted != 0
 	if flags&runPredicted != 0 {
@@ -571,7 +662,11 @@ func (r *reader) run(x *Task) {
 		}
 	}
 	x.Impl = -1
-	if flags&runImpl != 0 {
+	switch {
+	case flags&runImpl == 0:
+	case next:
+		x.Impl = int(r.lastRun.impl)
+	default:
 		v := r.u()
 		if r.err == nil && v > maxImpl {
 			r.err = fmt.Errorf("%w: job %d ran implementation %d", errCorrupt, x.ID, v)
@@ -584,6 +679,9 @@ func (r *reader) run(x *Task) {
 		r.team(x)
 	}
 	x.Ran = r.err == nil
+	if x.Ran && x.Worker >= math.MinInt32 && x.Worker <= math.MaxInt32 && x.Impl <= math.MaxInt16 {
+		r.lastRun = lastRun{ok: true, id: x.ID, worker: int32(x.Worker), footprint: x.Footprint, flags: flags, impl: int16(x.Impl), start: x.Start, end: x.End}
+	}
 }
 
 // team reads a run record's team into x: its size, then its workers, the

@@ -783,7 +783,7 @@ func (c *pfConverter) consume(br io.ByteReader, version int) error {
 			r.cursor()
 		case kindHandle:
 			r.handle(c.names)
-		case kindSubmit, kindRepeat:
+		case kindSubmit, kindRepeat, kindRepeatTag:
 			p := c.pending(r.submitID(k))
 			r.submission(k, &p.Task, c.names)
 			p.Submitted = true
@@ -792,16 +792,16 @@ func (c *pfConverter) consume(br io.ByteReader, version int) error {
 			p := c.pending(r.u())
 			p.Ready = r.time()
 			c.st.seen(p.Ready)
-		case kindRun:
-			p := c.pending(r.u())
-			r.run(&p.Task)
+		case kindRun, kindRunNext:
+			p := c.pending(r.runID(k))
+			r.run(k, &p.Task)
 			if r.err == nil {
 				c.st.run(&p.Task)
 				c.s.task(&p.Task, p.flows)
 				c.done(p)
 			}
-		case kindEdge:
-			from, to, w, s, e := r.edge()
+		case kindEdge, kindEdgeRun, kindHop:
+			from, to, w, s, e := r.edge(k)
 			if r.err != nil {
 				break
 			}
@@ -813,6 +813,10 @@ func (c *pfConverter) consume(br io.ByteReader, version int) error {
 			if w >= 0 {
 				p := c.pending(to)
 				p.flows = append(p.flows, c.s.flow(from, int(w), s, e))
+				if k == kindHop {
+					p.Ready = e
+					c.st.seen(e)
+				}
 			}
 		case kindXfer:
 			x := Transfer{Src: int(r.u()), Dst: int(r.u()), Bytes: r.u(), Handle: r.u(), Start: r.i(), End: r.i()}

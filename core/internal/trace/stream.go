@@ -46,6 +46,10 @@ type Stream struct {
 	closed bool
 	origin int64
 	side   side
+	// run is the last run record in the chunks, which the next run, edge
+	// and ready records may refer to (format 7). Run records go to the
+	// chunks only, so the file's last run record is this one.
+	run lastRun
 
 	free chan []byte
 	full chan []byte
@@ -119,6 +123,19 @@ type side struct {
 	prev submitted
 }
 
+// lastRun is what a next-run, hop or edge-from-run record takes from
+// the run record before it: the task, its worker and times (since
+// origin), its footprint, flags and implementation.
+type lastRun struct {
+	ok         bool
+	id         uint64
+	worker     int32
+	footprint  uint32
+	flags      uint64
+	impl       int16
+	start, end int64
+}
+
 // submitted is what a repeat record repeats of the submission before it.
 type submitted struct {
 	ok                   bool
@@ -134,11 +151,12 @@ type submitted struct {
 	handles []Access
 }
 
-// same says whether e is prev but for its id and time, with its handles'
-// descriptions as the file has them: a repeat record then says it all.
+// same says whether e is prev but for its id, time and tag, with its
+// handles' descriptions as the file has them: a repeat record (or
+// repeat-tag, for another tag) then says it all.
 func (p *submitted) same(e *SubmitEvent) bool {
 	if !p.ok || e.Name != p.name || e.Codelet != p.codelet || e.Model != p.model || e.Priority != p.priority ||
-		e.HasTag != p.hasTag || e.Tag != p.tag || e.Flops != p.flops || e.NIter != p.nIter || e.Iter != p.iter ||
+		e.HasTag != p.hasTag || e.Flops != p.flops || e.NIter != p.nIter || e.Iter != p.iter ||
 		len(e.Handles) != len(p.handles) {
 		return false
 	}
@@ -371,11 +389,14 @@ func (m *HandleMark) current(h *Access) bool {
 }
 
 // Submit records a task's submission: as a repeat record when it is the
-// previous one's but for its id and time (native.go, version 6).
+// previous one's but for its id and time (native.go, version 6), or
+// repeat-tag when its tag differs too (version 7).
 func (s *Stream) Submit(e *SubmitEvent) {
 	need := 64 + len(e.Name) + len(e.Codelet) + len(e.Model) + 80*len(e.Handles) // a handle: name, handle and (handle, mode) records
-	for _, h := range e.Handles {
-		need += len(h.Name)
+	for i := range e.Handles {
+		// By index: a copy of the Access would stall on the stores
+		// that just built it (perf annotate: a third of this function).
+		need += len(e.Handles[i].Name)
 	}
 	if !s.sideBegin(need) {
 		return
@@ -383,10 +404,19 @@ func (s *Stream) Submit(e *SubmitEvent) {
 	x := &s.side
 	if x.prev.same(e) {
 		a := &x.r.a
-		a.b = append(a.b, kindRepeat)
-		a.i(int64(e.ID - x.prev.id))
-		x.r.time(e.Time - s.origin)
-		x.prev.id = e.ID
+		// Without a tag, the tag field says nothing (a reader has 0).
+		if !e.HasTag || e.Tag == x.prev.tag {
+			a.b = append(a.b, kindRepeat)
+			a.i(int64(e.ID - x.prev.id))
+			x.r.time(e.Time - s.origin)
+		} else {
+			// A chain by tags: the tag one more, most often.
+			a.b = append(a.b, kindRepeatTag)
+			a.i(int64(e.ID - x.prev.id))
+			x.r.time(e.Time - s.origin)
+			a.i(int64(e.Tag - x.prev.tag))
+		}
+		x.prev.id, x.prev.tag = e.ID, e.Tag
 		x.mu.Unlock()
 		return
 	}
@@ -540,62 +570,27 @@ func (s *Stream) Write(recs []Rec, teams []int) {
 	}
 	s.splice(false)
 	a := &s.r.a
-	for i := range recs {
+	for i := 0; i < len(recs); i++ {
 		r := &recs[i]
 		s.flushIfFull(recLen(r))
 		switch r.Kind {
 		case RecRun:
-			a.b = append(a.b, kindRun)
-			a.u(r.ID)
-			a.i(int64(r.Worker))
-			s.r.time(r.Start - s.origin)
-			a.i(r.End - r.Start)
-			a.u(uint64(r.Footprint))
-			var flags uint64
-			if r.Failed {
-				flags |= flagFailed
-			}
-			if r.Posted {
-				flags |= runPosted
-			}
-			pred := r.Predicted >= 0 || r.PredictedTransfer >= 0
-			if pred {
-				flags |= runPredicted
-			}
-			slept := r.SleepEnd != 0
-			if slept {
-				flags |= runSlept
-			}
-			if r.Impl >= 0 {
-				flags |= runImpl
-			}
-			// A team of one is a task on one worker.
-			team := r.TeamLen > 1
-			if team {
-				flags |= runTeam
-			}
-			a.u(flags)
-			if pred {
-				a.i(r.Predicted)
-				a.i(r.PredictedTransfer)
-			}
-			if slept {
-				// Before the start: short varints.
-				a.i(r.Start - r.SleepStart)
-				a.i(r.Start - r.SleepEnd)
-			}
-			if r.Impl >= 0 {
-				a.u(uint64(r.Impl))
-			}
-			if team {
-				a.u(uint64(r.TeamLen))
-				for _, w := range teams[:r.TeamLen] {
-					a.u(uint64(w))
-				}
-			}
-			teams = teams[r.TeamLen:]
+			teams = s.writeRun(r, teams)
 		case RecEdge:
-			s.r.edge(r.ID, r.To, int(r.Worker), r.Start-s.origin, r.End-s.origin)
+			p := &s.run
+			if !p.ok || r.ID != p.id || r.Worker != p.worker || r.Start-s.origin != p.start || r.End-s.origin != p.end {
+				s.r.edge(r.ID, r.To, int(r.Worker), r.Start-s.origin, r.End-s.origin)
+				break
+			}
+			// From the task of the last run record, as a chain's hop
+			// is, and its successor ready at its end, most often.
+			k := kindEdgeRun
+			if i+1 < len(recs) && recs[i+1].Kind == RecReady && recs[i+1].ID == r.To && recs[i+1].Start == r.End {
+				k = kindHop
+				i++
+			}
+			a.b = append(a.b, k)
+			a.i(int64(r.To - r.ID))
 		case RecReady:
 			a.b = append(a.b, kindReady)
 			a.u(r.ID)
@@ -603,6 +598,78 @@ func (s *Stream) Write(recs []Rec, teams []int) {
 		}
 	}
 	s.mu.Unlock()
+}
+
+// writeRun encodes run record r, whose team, if any, starts teams, and
+// returns the teams after it: as a next-run record when its worker,
+// footprint, flags and implementation are the last run record's and it
+// has no sleep and no team (a chain's tasks, or a worker's of one
+// codelet), 5 to 7 bytes where a run record takes 10 to 14; mu held.
+func (s *Stream) writeRun(r *Rec, teams []int) []int {
+	a := &s.r.a
+	var flags uint64
+	if r.Failed {
+		flags |= flagFailed
+	}
+	if r.Posted {
+		flags |= runPosted
+	}
+	pred := r.Predicted >= 0 || r.PredictedTransfer >= 0
+	if pred {
+		flags |= runPredicted
+	}
+	slept := r.SleepEnd != 0
+	if slept {
+		flags |= runSlept
+	}
+	if r.Impl >= 0 {
+		flags |= runImpl
+	}
+	// A team of one is a task on one worker.
+	team := r.TeamLen > 1
+	if team {
+		flags |= runTeam
+	}
+	p := &s.run
+	start := r.Start - s.origin
+	if p.ok && !slept && !team && r.Worker == p.worker && r.Footprint == p.footprint && flags == p.flags && r.Impl == p.impl {
+		a.b = append(a.b, kindRunNext)
+		a.i(int64(r.ID - p.id))
+		s.r.time(start)
+		a.i(r.End - r.Start)
+		if pred {
+			a.i(r.Predicted)
+			a.i(r.PredictedTransfer)
+		}
+	} else {
+		a.b = append(a.b, kindRun)
+		a.u(r.ID)
+		a.i(int64(r.Worker))
+		s.r.time(start)
+		a.i(r.End - r.Start)
+		a.u(uint64(r.Footprint))
+		a.u(flags)
+		if pred {
+			a.i(r.Predicted)
+			a.i(r.PredictedTransfer)
+		}
+		if slept {
+			// Before the start: short varints.
+			a.i(r.Start - r.SleepStart)
+			a.i(r.Start - r.SleepEnd)
+		}
+		if r.Impl >= 0 {
+			a.u(uint64(r.Impl))
+		}
+		if team {
+			a.u(uint64(r.TeamLen))
+			for _, w := range teams[:r.TeamLen] {
+				a.u(uint64(w))
+			}
+		}
+	}
+	*p = lastRun{ok: true, id: r.ID, worker: r.Worker, footprint: r.Footprint, flags: flags, impl: r.Impl, start: start, end: r.End - s.origin}
+	return teams[r.TeamLen:]
 }
 
 // Transfer records a copy between memory nodes; its times are on the

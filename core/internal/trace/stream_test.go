@@ -761,6 +761,7 @@ func TestStreamRepeat(t *testing.T) {
 	}
 	rw := h5(ModeR|ModeW, "A")
 	two := append(h5(ModeR, "A"), Access{Handle: 6, Mode: ModeW, Size: 8, Footprint: 3, Mark: &m6})
+	var tag uint64 // the last submission's
 	for _, tc := range []struct {
 		why    string
 		e      SubmitEvent
@@ -781,27 +782,34 @@ func TestStreamRepeat(t *testing.T) {
 		{"two handles, same", SubmitEvent{ID: 13, Name: "u", Codelet: "d", Priority: 2, Handles: two}, true},
 		{"tag", SubmitEvent{ID: 14, Name: "u", Priority: 2, Tag: 3, HasTag: true}, false},
 		{"same tag", SubmitEvent{ID: 15, Name: "u", Priority: 2, Tag: 3, HasTag: true}, true},
-		{"another tag", SubmitEvent{ID: 16, Name: "u", Priority: 2, Tag: 4, HasTag: true}, false},
+		{"another tag", SubmitEvent{ID: 16, Name: "u", Priority: 2, Tag: 4, HasTag: true}, true},
 		{"flops", SubmitEvent{ID: 17, Name: "u", Priority: 2, Tag: 4, HasTag: true, Flops: 1e6}, false},
 		{"iteration", SubmitEvent{ID: 18, Name: "u", Priority: 2, Tag: 4, HasTag: true, Flops: 1e6, Iter: [2]int64{1}, NIter: 1}, false},
 		{"next iteration", SubmitEvent{ID: 19, Name: "u", Priority: 2, Tag: 4, HasTag: true, Flops: 1e6, Iter: [2]int64{2}, NIter: 1}, false},
 		{"same iteration", SubmitEvent{ID: 20, Name: "u", Priority: 2, Tag: 4, HasTag: true, Flops: 1e6, Iter: [2]int64{2}, NIter: 1}, true},
 		{"no handles", SubmitEvent{ID: 21, Name: "u"}, false},
 		{"no handles again", SubmitEvent{ID: 22, Name: "u"}, true},
+		{"a tag value, but no tag", SubmitEvent{ID: 23, Name: "u", Tag: 9}, true},
 	} {
 		tc.e.Time = origin + int64(tc.e.ID)*100
 		n := len(s.side.r.a.b)
 		s.Submit(&tc.e)
-		// A repeat record: kind, a one-byte id difference, a two-byte time.
-		if grew := len(s.side.r.a.b) - n; (grew <= 4) != tc.repeat {
+		// A repeat record: kind, a one-byte id difference, a two-byte
+		// time; a repeat-tag record, and a one-byte tag difference.
+		limit := 4
+		if tc.e.Tag != tag {
+			limit = 5
+		}
+		tag = tc.e.Tag
+		if grew := len(s.side.r.a.b) - n; (grew <= limit) != tc.repeat {
 			t.Errorf("%s: the submission took %d bytes, want a repeat record %v", tc.why, grew, tc.repeat)
 		}
 		s.Run(tc.e.ID, 0, tc.e.Time+10, tc.e.Time+20, 0, false)
 	}
 	native, both := closeReadBoth(t, s, f)
 	for name, got := range both {
-		if len(got.Tasks) != 22 {
-			t.Fatalf("%s: %d tasks, want 22", name, len(got.Tasks))
+		if len(got.Tasks) != 23 {
+			t.Fatalf("%s: %d tasks, want 23", name, len(got.Tasks))
 		}
 		for _, x := range got.Tasks {
 			id := int64(x.ID)
@@ -828,6 +836,11 @@ func TestStreamRepeat(t *testing.T) {
 		if x := got.Tasks[19]; !x.HasTag || x.Tag != 4 || x.Flops != 1e6 || !reflect.DeepEqual(x.Iter, []int64{2}) {
 			t.Errorf("%s: task 20 %+v, want tag 4, 1e6 flops, iteration 2", name, x)
 		}
+		for id, tag := range map[int]uint64{14: 3, 15: 3, 16: 4, 23: 0} {
+			if x := got.Tasks[id-1]; x.HasTag != (tag != 0) || x.Tag != tag {
+				t.Errorf("%s: task %d %+v, want tag %d", name, id, x, tag)
+			}
+		}
 	}
 	var pf bytes.Buffer
 	if err := ConvertPerfetto(&pf, bytes.NewReader(native)); err != nil {
@@ -837,8 +850,8 @@ func TestStreamRepeat(t *testing.T) {
 	for k, n := range checkPerfetto(t, pf.Bytes()).slices {
 		ran[k[strings.LastIndexByte(k, '/')+1:]] += n
 	}
-	if ran["t"] != 4 || ran["u"] != 18 {
-		t.Errorf("Perfetto task slices %v, want 4 t and 18 u", ran)
+	if ran["t"] != 4 || ran["u"] != 19 {
+		t.Errorf("Perfetto task slices %v, want 4 t and 19 u", ran)
 	}
 }
 
@@ -931,6 +944,149 @@ func TestReadVersion3(t *testing.T) {
 	for i := range want {
 		if x := got.Tasks[i]; !reflect.DeepEqual(*x, want[i]) {
 			t.Errorf("task %d:\n got %+v\nwant %+v", i, *x, want[i])
+		}
+	}
+}
+
+// TestStreamRunRefs: run, edge and ready records that repeat or refer to
+// the run record before them (a chain's: the worker, footprint, flags and
+// implementation of the task before, an edge from it and its successor
+// ready at its end) are written as next-run, edge-from-run and hop
+// records (format 7), and anything else as whole records; the native
+// reader and both converters read each task as it ran.
+func TestStreamRunRefs(t *testing.T) {
+	s, f := testStream(t)
+	run := func(id uint64, w int32, start, end int64) Rec {
+		return Rec{Kind: RecRun, ID: id, Worker: w, Start: origin + start, End: origin + end, Footprint: 7, Posted: true,
+			Predicted: 40, PredictedTransfer: 0, Impl: 0}
+	}
+	edge := func(from, to uint64, r Rec) Rec {
+		return Rec{Kind: RecEdge, ID: from, To: to, Worker: r.Worker, Start: r.Start, End: r.End}
+	}
+	ready := func(id uint64, t int64) Rec { return Rec{Kind: RecReady, ID: id, Start: origin + t} }
+	r1, r2, r3 := run(1, 0, 100, 150), run(2, 0, 160, 200), run(3, 1, 210, 260)
+	r2.Predicted = 41
+	r4 := run(4, 1, 270, 300)
+	r4.SleepStart, r4.SleepEnd = origin+262, origin+265
+	r5, r6 := run(5, 1, 310, 320), run(6, 1, 330, 340)
+	r6.Failed = true
+	r7 := run(7, 0, 350, 400)
+	r7.TeamLen = 2
+	r8, r9 := run(8, 0, 410, 420), run(9, 0, 430, 440)
+	r8.Impl = 1
+	r9.Impl = 1
+	for id := uint64(1); id <= 11; id++ {
+		s.Submit(&SubmitEvent{ID: id, Name: "c", Time: origin + 10})
+	}
+	s.Write([]Rec{
+		r1, edge(1, 2, r1), ready(2, 150), // a hop
+		r2, edge(2, 3, r2), ready(3, 200), edge(2, 4, r2), // next run, hop, edge from it
+		r3, edge(3, 5, r3), ready(5, 255), // another worker: a whole run; ready before the end
+		r4, r5, r6, // a sleep, then flags that differ: whole runs
+		edge(5, 7, r5), r7, // an edge from another task than the last run's; a team
+	}, []int{0, 1})
+	s.Edge(3, 10, 1, origin+210, origin+260) // the side buffer's, between two batches
+	s.Ready(10, origin+405)
+	s.Write([]Rec{edge(7, 8, r7), r8, r9, edge(9, 11, r9), ready(11, 440)}, nil) // from the last batch's run; another implementation
+	_, both := closeReadBoth(t, s, f)
+	type want struct {
+		worker     int
+		start, end int64
+		ready      int64
+		preds      []uint64
+		predicted  int64
+		failed     bool
+		impl       int
+		team       []int
+		sleep      [2]int64
+	}
+	wants := map[uint64]want{
+		1:  {0, 100, 150, 10, nil, 40, false, 0, nil, [2]int64{}},
+		2:  {0, 160, 200, 150, []uint64{1}, 41, false, 0, nil, [2]int64{}},
+		3:  {1, 210, 260, 200, []uint64{2}, 40, false, 0, nil, [2]int64{}},
+		4:  {1, 270, 300, 10, []uint64{2}, 40, false, 0, nil, [2]int64{262, 265}},
+		5:  {1, 310, 320, 255, []uint64{3}, 40, false, 0, nil, [2]int64{}},
+		6:  {1, 330, 340, 10, nil, 40, true, 0, nil, [2]int64{}},
+		7:  {0, 350, 400, 10, []uint64{5}, 40, false, 0, []int{0, 1}, [2]int64{}},
+		8:  {0, 410, 420, 10, []uint64{7}, 40, false, 1, nil, [2]int64{}},
+		9:  {0, 430, 440, 10, nil, 40, false, 1, nil, [2]int64{}},
+		10: {-1, 0, 0, 405, []uint64{3}, -1, false, -1, nil, [2]int64{}},
+		11: {-1, 0, 0, 440, []uint64{9}, -1, false, -1, nil, [2]int64{}},
+	}
+	for name, got := range both {
+		if len(got.Tasks) != len(wants) {
+			t.Fatalf("%s: %d tasks, want %d", name, len(got.Tasks), len(wants))
+		}
+		for _, x := range got.Tasks {
+			w := wants[x.ID]
+			ran := w.worker >= 0
+			if x.Ran != ran || x.Worker != w.worker || x.Start != w.start || x.End != w.end || x.Ready != w.ready ||
+				!reflect.DeepEqual(x.Preds, w.preds) || x.Failed != w.failed || x.Impl != w.impl ||
+				!reflect.DeepEqual(x.Team, w.team) || x.SleepStart != w.sleep[0] || x.SleepEnd != w.sleep[1] ||
+				ran && (x.Predicted != w.predicted || x.Footprint != 7 || !x.Posted) {
+				t.Errorf("%s: task %d\n got %+v\nwant %+v", name, x.ID, *x, w)
+			}
+		}
+	}
+
+	// A chain's run, edge and ready records take 6 bytes or so a task
+	// (20 in format 6).
+	s, f = testStream(t)
+	s.Write([]Rec{run(1, 0, 0, 1)}, nil)
+	n0 := len(s.r.a.b)
+	const tasks = 1000
+	for i := int64(1); i < tasks; i++ {
+		prev := run(uint64(i), 0, 2*i-2, 2*i-1)
+		s.Write([]Rec{edge(uint64(i), uint64(i+1), prev), ready(uint64(i+1), 2*i-1), run(uint64(i+1), 0, 2*i, 2*i+1)}, nil)
+	}
+	if per := float64(len(s.r.a.b)-n0) / (tasks - 1); per > 8 {
+		t.Errorf("a chain's task took %.1f bytes, want at most 8", per)
+	}
+	native, both := closeReadBoth(t, s, f)
+	for name, got := range both {
+		for _, x := range got.Tasks {
+			i := int64(x.ID)
+			if x.Start != 2*i-2 || x.End != 2*i-1 || i > 1 && (x.Ready != 2*i-3 || !reflect.DeepEqual(x.Preds, []uint64{x.ID - 1})) {
+				t.Fatalf("%s: task %d %+v", name, i, *x)
+			}
+		}
+	}
+	var pf bytes.Buffer
+	if err := ConvertPerfetto(&pf, bytes.NewReader(native)); err != nil {
+		t.Fatal(err)
+	}
+	// Each task but the first was ready at its predecessor's end, 1 ns
+	// before its start: that is its worker's scheduling state.
+	got := checkPerfetto(t, pf.Bytes())
+	if len(got.pairs) != tasks-1 || got.slices["worker 0/scheduling"] != tasks-1 {
+		t.Errorf("Perfetto: %d dependency flows and slices %v, want %d flows and as many scheduling states", len(got.pairs), got.slices, tasks-1)
+	}
+}
+
+// Records that refer to the last run record are refused before version 7
+// and before any run record; a repeat-tag record before version 7.
+func TestReadRunRefsRejects(t *testing.T) {
+	for _, tc := range []struct {
+		magic string
+		kind  byte
+		want  string
+	}{
+		{magicV6, kindRunNext, "kind 15 in a version 6 trace"},
+		{magicV6, kindHop, "kind 17 in a version 6 trace"},
+		{magicV6, kindRepeatTag, "a repeat-tag record in a version 6 trace"},
+		{Magic, kindRunNext, "kind 15 before any run record"},
+		{Magic, kindEdgeRun, "kind 16 before any run record"},
+		{Magic, kindHop, "kind 17 before any run record"},
+	} {
+		a := appender{b: []byte(tc.magic)}
+		a.i(42)
+		a.b = append(a.b, tc.kind)
+		a.i(1)
+		a.i(5)
+		a.i(5)
+		a.b = append(a.b, kindEnd)
+		if _, err := Read(bytes.NewReader(a.b)); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q kind %d: %v, want a corrupt trace saying %q", tc.magic, tc.kind, err, tc.want)
 		}
 	}
 }
