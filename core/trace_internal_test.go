@@ -85,7 +85,7 @@ func BenchmarkTraceSubmit(b *testing.B) {
 // task's), written in rounds of 64 tasks.
 func BenchmarkTraceEngineChain(b *testing.B) {
 	rt, s, j := benchTracer(b)
-	j.traced = true
+	j.traced, j.worker = true, 1
 	succ := &job{task: j.task, modes: j.modes, traced: true}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -668,7 +668,10 @@ func (s *Stream) writeRun(r *Rec, teams []int) []int {
 			}
 		}
 	}
-	*p = lastRun{ok: true, id: r.ID, worker: r.Worker, footprint: r.Footprint, flags: flags, impl: r.Impl, start: start, end: r.End - s.origin}
+	// Field by field: a composite literal goes through a temporary
+	// whose copy stalls on the stores that built it.
+	p.ok, p.id, p.worker, p.footprint, p.flags, p.impl = true, r.ID, r.Worker, r.Footprint, flags, r.Impl
+	p.start, p.end = start, r.End-s.origin
 	return teams[r.TeamLen:]
 }
 
