@@ -1090,3 +1090,38 @@ func TestReadRunRefsRejects(t *testing.T) {
 		}
 	}
 }
+
+// A next-run record after a run record with a sleep or a team would
+// repeat fields that differ from task to task: the writer never makes
+// one, and a reader refuses it as corrupt.
+func TestReadNextRunRepeatsNoSleepOrTeam(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags uint64
+		extra []uint64 // the run record's fields after its flags
+	}{
+		{"sleep", runSlept, []uint64{4, 2}}, // start - sleep start, start - sleep end (zigzag)
+		{"team", runTeam, []uint64{2, 0, 1}},
+	} {
+		a := appender{b: []byte(Magic)}
+		a.i(42)
+		a.b = append(a.b, kindRun)
+		a.u(7)  // id
+		a.i(0)  // worker
+		a.i(20) // Δstart
+		a.i(10) // duration
+		a.u(0)  // footprint
+		a.u(tc.flags)
+		for _, v := range tc.extra {
+			a.u(v)
+		}
+		a.b = append(a.b, kindRunNext)
+		a.i(1)  // id 8
+		a.i(15) // Δstart
+		a.i(10) // duration
+		a.b = append(a.b, kindEnd)
+		if _, err := Read(bytes.NewReader(a.b)); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "job 8's next-run record repeats a sleep or a team") {
+			t.Errorf("%s: %v, want a corrupt trace naming job 8's next-run record", tc.name, err)
+		}
+	}
+}

@@ -101,3 +101,16 @@ func TestAnchors(t *testing.T) {
 		}
 	}
 }
+
+// Where the counter is not the kernel's clocksource, a Clock reads the
+// clock and never the counter.
+func TestWithoutCounter(t *testing.T) {
+	f := &fake{ns: 7_000}
+	c := newClock(f.now, func() uint64 { t.Fatal("the counter was read"); return 0 }, false)
+	for _, ns := range []int64{7_000, 20_000_000, 20_000_001} {
+		f.ns = ns
+		if got := c.Now(); got != ns || c.Counting() {
+			t.Fatalf("clock at %d: Now %d, counting %v; want the clock, not counting", ns, got, c.Counting())
+		}
+	}
+}
