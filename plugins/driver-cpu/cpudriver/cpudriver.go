@@ -36,6 +36,10 @@ type Driver struct {
 	units   int
 	model   string
 	bind    bool
+	// cpus are the cores the process may run on, read in New, before any
+	// worker binds a thread: read later, through the process's main
+	// thread, they would be one core once a worker had bound that thread.
+	cpus []int
 	// beforeWorkers runs once in Init, before the workers start: the place
 	// to pin a BLAS library to one thread.
 	beforeWorkers func()
@@ -69,7 +73,7 @@ func New(a *shm.Arena, log hclog.Logger, opts ...Option) *Driver {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	d := &Driver{arena: a, log: log, units: runtime.NumCPU(), bind: true}
+	d := &Driver{arena: a, log: log, units: runtime.NumCPU(), bind: true, cpus: allowedCPUs()}
 	if info, err := ghw.CPU(ghw.WithDisableWarnings()); err == nil && len(info.Processors) > 0 {
 		d.model = info.Processors[0].Model
 	}
@@ -385,27 +389,35 @@ func (d *Driver) execute(w *worker) (err error) {
 }
 
 // bindThread pins the calling thread to the unit's core, as StarPU binds its
-// workers, when the process may run there.
+// workers, when the process may run there: unit n is the n-th core of the
+// process's set. A worker's goroutine may run on the process's main thread,
+// whose set is the one a plain sched_getaffinity(pid) reads, so the set
+// comes from New: reading it here once let a worker bound to the second
+// core first see a one-core set, and the other bind to the same core, which
+// halved a run's speed.
 func (d *Driver) bindThread(unit int) {
-	// The main thread's set is the process's: never bound, unlike the
-	// thread that happens to start this worker.
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(os.Getpid(), &allowed); err != nil {
+	if unit < 0 || unit >= len(d.cpus) {
 		return
 	}
-	n := 0
-	for cpu := 0; cpu < 1024; cpu++ {
-		if !allowed.IsSet(cpu) {
-			continue
-		}
-		if n == unit {
-			var one unix.CPUSet
-			one.Set(cpu)
-			if err := unix.SchedSetaffinity(0, &one); err != nil {
-				d.log.Warn("cannot bind worker thread", "unit", unit, "cpu", cpu, "error", err)
-			}
-			return
-		}
-		n++
+	var one unix.CPUSet
+	one.Set(d.cpus[unit])
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		d.log.Warn("cannot bind worker thread", "unit", unit, "cpu", d.cpus[unit], "error", err)
 	}
+}
+
+// allowedCPUs lists the cores the process may run on, in order; nil when
+// the system will not say.
+func allowedCPUs() []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(os.Getpid(), &set); err != nil {
+		return nil
+	}
+	var cpus []int
+	for cpu := 0; cpu < 1024 && len(cpus) < set.Count(); cpu++ {
+		if set.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return cpus
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/driver/drivertest"
@@ -208,4 +210,58 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// A worker's goroutine may run on the process's main thread, whose CPU set
+// is what sched_getaffinity(pid) reads. Once a worker has bound that thread
+// to a core, the others must still bind to their own: reading the set then
+// made a worker of the first unit see one core, the second's, and bind
+// there too, and a Cholesky run in about one of six went at half speed.
+func TestBindThreadAfterMainThreadBound(t *testing.T) {
+	d := New(nil, nil)
+	if len(d.cpus) < 2 {
+		t.Skipf("needs two cores to bind to, the process may run on %v", d.cpus)
+	}
+	pid := os.Getpid()
+	var saved unix.CPUSet
+	if err := unix.SchedGetaffinity(pid, &saved); err != nil {
+		t.Fatal(err)
+	}
+	// As a worker of the last unit on the main thread (tid = pid) leaves it.
+	var last unix.CPUSet
+	last.Set(d.cpus[len(d.cpus)-1])
+	if err := unix.SchedSetaffinity(pid, &last); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(pid, &saved)
+
+	for unit, want := range d.cpus[:2] {
+		got := make(chan unix.CPUSet)
+		go func() {
+			runtime.LockOSThread()
+			var before unix.CPUSet
+			unix.SchedGetaffinity(0, &before)
+			d.bindThread(unit)
+			var set unix.CPUSet
+			unix.SchedGetaffinity(0, &set)
+			// Leave the thread as it was, for the next goroutine Go runs
+			// on it.
+			unix.SchedSetaffinity(0, &before)
+			runtime.UnlockOSThread()
+			got <- set
+		}()
+		if set := <-got; set.Count() != 1 || !set.IsSet(want) {
+			t.Errorf("unit %d: thread bound to %s, want core %d alone", unit, cpuList(set), want)
+		}
+	}
+}
+
+func cpuList(set unix.CPUSet) string {
+	var cpus []int
+	for cpu := 0; cpu < 1024; cpu++ {
+		if set.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return fmt.Sprint(cpus)
 }
