@@ -17,6 +17,10 @@ package driver
 //     of each one while somebody waits (CoreBell.Urgent) and of the last
 //     before the worker goes idle (Completed for drivers that finish tasks
 //     one at a time; Flush for drivers that post what finished in bursts).
+//   - A worker that runs its tasks on its own thread gives that thread's
+//     CPU to the core when its ring wakes it (Completed), so that on a
+//     machine whose cores all run kernels the core runs between two of the
+//     worker's tasks rather than in the middle of another's.
 //   - A worker that goes idle says so on the core's bell (Idle), so that
 //     the other workers ring for each completion: one of them may release
 //     its next task.
@@ -188,10 +192,13 @@ func (r *Rings) Post(c *wire.Completion, err error, alive func() bool) error {
 // in a few batches, each while half the queue remains to refill it. That
 // rings for the last queued task, before the worker goes idle, and for each
 // task while the core's bell is urgent (an idle worker, a blocked
-// application thread).
+// application thread). The worker's thread then hands its CPU to the core
+// if the ring woke it (shm.Bell.RingHandoff): the engine, and the policy
+// it wakes in turn, run between two of the worker's tasks instead of
+// waiting for a CPU until a kernel is preempted.
 func (r *Rings) Completed() {
 	if ran := r.released() - r.rungAt; ran >= r.backlog() || r.CoreBell.Urgent() {
-		r.CoreBell.Ring()
+		r.CoreBell.RingHandoff()
 		r.rungAt += ran
 		r.posted = false
 	}

@@ -126,31 +126,45 @@ func TestSpinner(t *testing.T) {
 }
 
 // TestBellWakesSleepers: several goroutines sleep on one bell (spin 0, no
-// timeout) and one Ring must wake them all.
+// timeout) and one Ring, or one RingHandoff, must wake them all.
 func TestBellWakesSleepers(t *testing.T) {
-	a := newArena(t)
-	s, err := a.Carve(BellSize, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := a.Bell(s.Offset)
-	var flag atomic.Bool
-	done := make(chan bool)
-	for i := 0; i < 4; i++ {
-		go func() { done <- b.Wait(flag.Load, 0, 0) }()
-	}
-	time.Sleep(20 * time.Millisecond) // let them reach the futex
-	flag.Store(true)
-	b.Ring()
-	for i := 0; i < 4; i++ {
-		select {
-		case ok := <-done:
-			if !ok {
-				t.Fatal("Wait without timeout returned false")
+	for _, tt := range []struct {
+		name string
+		ring func(*Bell)
+	}{
+		{"Ring", (*Bell).Ring},
+		{"RingHandoff", (*Bell).RingHandoff},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newArena(t)
+			s, err := a.Carve(BellSize, 64)
+			if err != nil {
+				t.Fatal(err)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("sleeper not woken")
-		}
+			b := a.Bell(s.Offset)
+			var flag atomic.Bool
+			done := make(chan bool)
+			for i := 0; i < 4; i++ {
+				go func() { done <- b.Wait(flag.Load, 0, 0) }()
+			}
+			time.Sleep(20 * time.Millisecond) // let them reach the futex
+			flag.Store(true)
+			tt.ring(b)
+			for i := 0; i < 4; i++ {
+				select {
+				case ok := <-done:
+					if !ok {
+						t.Fatal("Wait without timeout returned false")
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("sleeper not woken")
+				}
+			}
+			if n := atomicU32(a.Bytes(s), bellSleepersOff).Load(); n != 0 {
+				t.Fatalf("%d sleepers left after the ring", n)
+			}
+			tt.ring(b) // nobody sleeps: must not block or fail
+		})
 	}
 }
 
