@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// scripts/starpu_cholesky.c is the StarPU side of scripts/cholesky-ab.sh's
+// runtime-to-runtime ratio: the factorisation `run cholesky` runs, on
+// StarPU 1.3. It must factorise correctly under both policies the script
+// runs, and its check must catch a wrong update, or the ratio would compare
+// against a program that does less work.
+func TestStarPUPeerCholesky(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a StarPU program")
+	}
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skip("no C compiler")
+	}
+	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "starpu-1.3").Output()
+	if err != nil {
+		t.Skip("no StarPU 1.3 development files (libstarpu-dev): pkg-config starpu-1.3 failed")
+	}
+	src, err := os.ReadFile("../../scripts/starpu_cholesky.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	build := func(name string, src []byte) string {
+		t.Helper()
+		c := filepath.Join(dir, name+".c")
+		if err := os.WriteFile(c, src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		exe := filepath.Join(dir, name)
+		args := append([]string{"-O2", "-o", exe, c}, strings.Fields(string(flags))...)
+		args = append(args, "-llapacke", "-lopenblas", "-lm")
+		if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+			t.Fatalf("cc %s: %v\n%s", name, err, out)
+		}
+		return exe
+	}
+	run := func(exe, sched string) (string, error) {
+		cmd := exec.Command(exe, "-size", "256", "-nblocks", "4", "-check")
+		// STARPU_HOME keeps the performance models out of the user's.
+		cmd.Env = append(os.Environ(), "STARPU_NCPU=2", "STARPU_SILENT=1", "OPENBLAS_NUM_THREADS=1",
+			"STARPU_SCHED="+sched, "STARPU_HOME="+dir)
+		out, err := cmd.Output()
+		return string(out), err
+	}
+
+	good := build("same", src)
+	line := regexp.MustCompile(`^starpu cholesky-same size=256 nblocks=4 sched=(\w+) ms=[0-9.]+ gflops=[0-9.]+ backward_error=(\S+) verified=true\n$`)
+	for _, sched := range []string{"lws", "dmda"} {
+		out, err := run(good, sched)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", sched, err, out)
+		}
+		if m := line.FindStringSubmatch(out); m == nil || m[1] != sched {
+			t.Errorf("%s: output %q", sched, out)
+		}
+	}
+
+	// The same program with the trailing update's GEMM subtracting half of
+	// the product: the check must refuse its factor.
+	gemm := strings.Index(string(src), "static void gemm_cpu")
+	alpha := strings.Index(string(src)[gemm:], "-1.0f,")
+	if gemm < 0 || alpha < 0 {
+		t.Fatal("no GEMM call with alpha -1 in scripts/starpu_cholesky.c")
+	}
+	wrong := []byte(string(src[:gemm+alpha]) + "-0.5f," + string(src[gemm+alpha+len("-1.0f,"):]))
+	out, err := run(build("wrong", wrong), "lws")
+	if err == nil || !strings.Contains(out, "verified=false") {
+		t.Errorf("a wrong GEMM passed the check: %v\n%s", err, out)
+	}
+}
