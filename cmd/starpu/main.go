@@ -24,7 +24,7 @@ commands:
   version                  the tool's version, its Go release and the plugin API version it speaks
   machine                  plugins found, workers and memory nodes
   run vector-scal          scale a vector on the workers and verify it
-  run cholesky             tiled Cholesky factorisation, verified by a residual check;
+  run cholesky             tiled Cholesky factorisation, verified by its residual and backward error;
                            --mpi: over the ranks of an MPI job (mpirun -np N)
   run spmv                 sparse matrix-vector product by CSR row blocks, against a plain Go loop
   run cg                   conjugate gradient on a sparse SPD matrix, verified by its residual
