@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -44,8 +45,8 @@ func TestStarPUPeerCholesky(t *testing.T) {
 		}
 		return exe
 	}
-	run := func(exe, sched string) (string, error) {
-		cmd := exec.Command(exe, "-size", "256", "-nblocks", "4", "-check")
+	run := func(exe, sched string, flags ...string) (string, error) {
+		cmd := exec.Command(exe, append([]string{"-size", "256", "-nblocks", "4", "-check"}, flags...)...)
 		// STARPU_HOME keeps the performance models out of the user's.
 		cmd.Env = append(os.Environ(), "STARPU_NCPU=2", "STARPU_SILENT=1", "OPENBLAS_NUM_THREADS=1",
 			"STARPU_SCHED="+sched, "STARPU_HOME="+dir)
@@ -65,6 +66,16 @@ func TestStarPUPeerCholesky(t *testing.T) {
 		}
 	}
 
+	// -profile adds the workers' share of the run in kernels, in (0, 1].
+	out, err := run(good, "lws", "-profile")
+	m := regexp.MustCompile(` verified=true kernel_share=([0-9.]+)\n$`).FindStringSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("-profile: %v, output %q", err, out)
+	}
+	if share, _ := strconv.ParseFloat(m[1], 64); share <= 0 || share > 1 {
+		t.Errorf("-profile: kernel share %v, want one in (0, 1]", share)
+	}
+
 	// The same program with the trailing update's GEMM subtracting half of
 	// the product: the check must refuse its factor.
 	gemm := strings.Index(string(src), "static void gemm_cpu")
@@ -73,7 +84,7 @@ func TestStarPUPeerCholesky(t *testing.T) {
 		t.Fatal("no GEMM call with alpha -1 in scripts/starpu_cholesky.c")
 	}
 	wrong := []byte(string(src[:gemm+alpha]) + "-0.5f," + string(src[gemm+alpha+len("-1.0f,"):]))
-	out, err := run(build("wrong", wrong), "lws")
+	out, err = run(build("wrong", wrong), "lws")
 	if err == nil || !strings.Contains(out, "verified=false") {
 		t.Errorf("a wrong GEMM passed the check: %v\n%s", err, out)
 	}
