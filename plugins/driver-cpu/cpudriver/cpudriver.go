@@ -391,10 +391,10 @@ func (d *Driver) execute(w *worker) (err error) {
 // bindThread pins the calling thread to the unit's core, as StarPU binds its
 // workers, when the process may run there: unit n is the n-th core of the
 // process's set. A worker's goroutine may run on the process's main thread,
-// whose set is the one a plain sched_getaffinity(pid) reads, so the set
-// comes from New: reading it here once let a worker bound to the second
-// core first see a one-core set, and the other bind to the same core, which
-// halved a run's speed.
+// whose set is the one sched_getaffinity(pid) reads, so the set comes from
+// New: read here, at each worker's start, it was one core once the second
+// core's worker had bound the main thread, and the first worker bound to
+// that core too, which halved a run's speed.
 func (d *Driver) bindThread(unit int) {
 	if unit < 0 || unit >= len(d.cpus) {
 		return
