@@ -66,6 +66,13 @@ func TestStarPUPeerCholesky(t *testing.T) {
 		}
 	}
 
+	// A size that the tiles do not divide is refused before StarPU starts.
+	bad := exec.Command(good, "-size", "100", "-nblocks", "3")
+	if out, err := bad.CombinedOutput(); err == nil || bad.ProcessState.ExitCode() != 2 ||
+		!strings.Contains(string(out), "-size 100 must be a positive multiple of -nblocks 3") {
+		t.Errorf("-size 100 -nblocks 3: %v\n%s", err, out)
+	}
+
 	// -profile adds the workers' share of the run in kernels, in (0, 1].
 	out, err := run(good, "lws", "-profile")
 	m := regexp.MustCompile(` verified=true kernel_share=([0-9.]+)\n$`).FindStringSubmatch(out)

@@ -413,8 +413,13 @@ func allowedCPUs() []int {
 	if err := unix.SchedGetaffinity(os.Getpid(), &set); err != nil {
 		return nil
 	}
+	return cpusIn(set)
+}
+
+// cpusIn lists the cores set holds, in order.
+func cpusIn(set unix.CPUSet) []int {
 	var cpus []int
-	for cpu := 0; cpu < 1024 && len(cpus) < set.Count(); cpu++ {
+	for cpu := 0; len(cpus) < set.Count(); cpu++ {
 		if set.IsSet(cpu) {
 			cpus = append(cpus, cpu)
 		}

@@ -251,17 +251,7 @@ func TestBindThreadAfterMainThreadBound(t *testing.T) {
 			got <- set
 		}()
 		if set := <-got; set.Count() != 1 || !set.IsSet(want) {
-			t.Errorf("unit %d: thread bound to %s, want core %d alone", unit, cpuList(set), want)
+			t.Errorf("unit %d: thread bound to %v, want core %d alone", unit, cpusIn(set), want)
 		}
 	}
-}
-
-func cpuList(set unix.CPUSet) string {
-	var cpus []int
-	for cpu := 0; cpu < 1024; cpu++ {
-		if set.IsSet(cpu) {
-			cpus = append(cpus, cpu)
-		}
-	}
-	return fmt.Sprint(cpus)
 }
