@@ -15,6 +15,8 @@
 # factorisation ours runs (same tiles, order, priorities and BLAS calls)
 # written against StarPU's C API, with lws and dmda, and the last line gives
 # the median ratio to its best too (same_ratio): the runtimes' own ratio.
+# It runs on ours' layout (contiguous tiles with LAYOUT=contiguous, else one
+# partitioned matrix): tiles apart run the kernels faster in both runtimes.
 # It is built with libstarpu-dev's pkg-config file; without it, it is left
 # out.
 # Usage: scripts/cholesky-ab.sh [SIZE] [NBLOCKS] [ROUNDS]
@@ -27,6 +29,8 @@ size=${1:-4096} nb=${2:-16} rounds=${3:-5}
 layout=${LAYOUT:-partition}
 peer=../shared/peers/starpu-baseline.sh
 bin=${BIN:-bin/starpu}
+same_layout=partition
+[[ $layout == contiguous ]] && same_layout=contiguous
 export STARPU_NCPU=2 OPENBLAS_NUM_THREADS=1
 gflops() { sed -n 's/.* gflops=\([^ ]*\).*/\1/p' | tail -1; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -41,7 +45,7 @@ if pkg-config --exists starpu-1.3 2>/dev/null &&
   cc -O2 -o "$tmp/same" scripts/starpu_cholesky.c $(pkg-config --cflags --libs starpu-1.3) -llapacke -lopenblas -lm; then
   same=$tmp/same
   # Calibrates its history-based models for dmda (one run of each size does).
-  STARPU_CALIBRATE=1 STARPU_SCHED=dmda STARPU_SILENT=1 "$same" -size "$size" -nblocks "$nb" >/dev/null
+  STARPU_CALIBRATE=1 STARPU_SCHED=dmda STARPU_SILENT=1 "$same" -size "$size" -nblocks "$nb" -layout "$same_layout" >/dev/null
 else
   echo "cholesky-ab: no libstarpu-dev (pkg-config starpu-1.3): StarPU with our kernels left out" >&2
 fi
@@ -53,8 +57,8 @@ for r in $(seq "$rounds"); do
   ratio=$(awk -v a="$(best "$ws" "$dm")" -v b="$(best "$lws" "$sdm")" 'BEGIN { printf "%.3f", a / b }')
   extra=
   if [[ -n $same ]]; then
-    qlws=$(STARPU_SCHED=lws STARPU_SILENT=1 "$same" -size "$size" -nblocks "$nb" | gflops)
-    qdm=$(STARPU_SCHED=dmda STARPU_SILENT=1 "$same" -size "$size" -nblocks "$nb" | gflops)
+    qlws=$(STARPU_SCHED=lws STARPU_SILENT=1 "$same" -size "$size" -nblocks "$nb" -layout "$same_layout" | gflops)
+    qdm=$(STARPU_SCHED=dmda STARPU_SILENT=1 "$same" -size "$size" -nblocks "$nb" -layout "$same_layout" | gflops)
     qratio=$(awk -v a="$(best "$ws" "$dm")" -v b="$(best "$qlws" "$qdm")" 'BEGIN { printf "%.3f", a / b }')
     extra=", same kernels lws $qlws dmda $qdm, best/best $qratio"
     echo "$qlws" >>"$tmp/qlws"

@@ -12,12 +12,19 @@
  *
  * Build: cc -O2 starpu_cholesky.c $(pkg-config --cflags --libs starpu-1.3)
  *        -llapacke -lopenblas -lm
- * Usage: a.out [-size N] [-nblocks NB] [-check] [-profile]
- * Prints: starpu cholesky-same size=N nblocks=NB sched=S ms=T gflops=G
+ * Usage: a.out [-size N] [-nblocks NB] [-layout partition|contiguous]
+ *              [-check] [-profile]
+ * Prints: starpu cholesky-same size=N nblocks=NB layout=L sched=S ms=T gflops=G
  *         [backward_error=E verified=true|false] [kernel_share=F]
  * -profile turns StarPU's profiling on and prints the share of the workers'
  * time in the factorisation spent in kernels: the most any runtime calling
  * these kernels could gain on this machine is 1/F.
+ * -layout partition (the default) cuts one matrix into tiles by filters, as
+ * cholesky_implicit does; contiguous allocates and registers each lower tile
+ * apart, as `starpu run cholesky --layout contiguous` does. Tiles of one
+ * matrix have its order as leading dimension, a power of two here, which
+ * makes the kernels slower than on tiles apart: comparing ours with StarPU
+ * on one layout keeps that difference out of the ratio.
  */
 #include <cblas.h>
 #include <lapacke.h>
@@ -134,21 +141,31 @@ static double backward_error(const float *l, int n)
 int main(int argc, char **argv)
 {
 	int n = 4096, nb = 16, check = 0, profile = 0;
+	const char *layout = "partition";
 	for (int i = 1; i < argc; i++)
 	{
 		if (!strcmp(argv[i], "-size") && i + 1 < argc)
 			n = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "-nblocks") && i + 1 < argc)
 			nb = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "-layout") && i + 1 < argc)
+			layout = argv[++i];
 		else if (!strcmp(argv[i], "-check"))
 			check = 1;
 		else if (!strcmp(argv[i], "-profile"))
 			profile = 1;
 		else
 		{
-			fprintf(stderr, "usage: %s [-size N] [-nblocks NB] [-check] [-profile]\n", argv[0]);
+			fprintf(stderr, "usage: %s [-size N] [-nblocks NB] [-layout partition|contiguous] [-check] [-profile]\n",
+				argv[0]);
 			return 2;
 		}
+	}
+	int apart = !strcmp(layout, "contiguous");
+	if (!apart && strcmp(layout, "partition"))
+	{
+		fprintf(stderr, "-layout %s: want partition or contiguous\n", layout);
+		return 2;
 	}
 	if (n < 1 || nb < 1 || n % nb != 0)
 	{
@@ -163,14 +180,38 @@ int main(int argc, char **argv)
 		for (int i = 0; i < n; i++)
 			a[i + (size_t)j * n] = element(i, j, n);
 
-	starpu_data_handle_t whole;
-	starpu_matrix_data_register(&whole, STARPU_MAIN_RAM, (uintptr_t)a, n, n, n, sizeof(float));
-	/* The first filter cuts the columns, the second the rows: tile (m,k),
-	 * rows m and columns k, is sub-data (k, m). */
-	struct starpu_data_filter cols = {.filter_func = starpu_matrix_filter_vertical_block, .nchildren = nb};
-	struct starpu_data_filter rows = {.filter_func = starpu_matrix_filter_block, .nchildren = nb};
-	starpu_data_map_filters(whole, 2, &cols, &rows);
-#define T(m, k) starpu_data_get_sub_data(whole, 2, (k), (m))
+	int bs = n / nb;
+	starpu_data_handle_t whole = NULL;
+	/* With tiles apart, tile (m,k) of the lower triangle is tiles[m*nb+k]. */
+	starpu_data_handle_t *tiles = calloc((size_t)nb * nb, sizeof *tiles);
+	float **tile = calloc((size_t)nb * nb, sizeof *tile);
+	if (!tiles || !tile)
+		must(1, "calloc");
+	if (apart)
+	{
+		for (int m = 0; m < nb; m++)
+			for (int k = 0; k <= m; k++)
+			{
+				float *t;
+				must(starpu_malloc((void **)&t, (size_t)bs * bs * sizeof(float)), "starpu_malloc");
+				for (int j = 0; j < bs; j++)
+					for (int i = 0; i < bs; i++)
+						t[i + (size_t)j * bs] = a[m * bs + i + (size_t)(k * bs + j) * n];
+				tile[m * nb + k] = t;
+				starpu_matrix_data_register(&tiles[m * nb + k], STARPU_MAIN_RAM, (uintptr_t)t, bs, bs, bs,
+							    sizeof(float));
+			}
+	}
+	else
+	{
+		starpu_matrix_data_register(&whole, STARPU_MAIN_RAM, (uintptr_t)a, n, n, n, sizeof(float));
+		/* The first filter cuts the columns, the second the rows: tile
+		 * (m,k), rows m and columns k, is sub-data (k, m). */
+		struct starpu_data_filter cols = {.filter_func = starpu_matrix_filter_vertical_block, .nchildren = nb};
+		struct starpu_data_filter rows = {.filter_func = starpu_matrix_filter_block, .nchildren = nb};
+		starpu_data_map_filters(whole, 2, &cols, &rows);
+	}
+#define T(m, k) (apart ? tiles[(m) * nb + (k)] : starpu_data_get_sub_data(whole, 2, (k), (m)))
 
 	/* StarPU's example gives its critical tasks the highest priority the
 	 * policy has; ours gives them 2 and 1 above the others' 0. */
@@ -208,12 +249,27 @@ int main(int argc, char **argv)
 		if (starpu_profiling_worker_get_info(w, &info) == 0)
 			executing_us += starpu_timing_timespec_to_us(&info.executing_time);
 	}
-	starpu_data_unpartition(whole, STARPU_MAIN_RAM);
-	starpu_data_unregister(whole);
+	if (apart)
+		for (int m = 0; m < nb; m++)
+			for (int k = 0; k <= m; k++)
+			{
+				starpu_data_unregister(tiles[m * nb + k]);
+				const float *t = tile[m * nb + k];
+				for (int j = 0; j < bs; j++)
+					memcpy(&a[m * bs + (size_t)(k * bs + j) * n], &t[(size_t)j * bs], bs * sizeof(float));
+				starpu_free(tile[m * nb + k]);
+			}
+	else
+	{
+		starpu_data_unpartition(whole, STARPU_MAIN_RAM);
+		starpu_data_unregister(whole);
+	}
+	free(tiles);
+	free(tile);
 
 	double ms = (end.tv_sec - start.tv_sec) * 1e3 + (end.tv_usec - start.tv_usec) / 1e3;
 	double flop = (double)n * n * n / 3;
-	printf("starpu cholesky-same size=%d nblocks=%d sched=%s ms=%.1f gflops=%.2f", n, nb,
+	printf("starpu cholesky-same size=%d nblocks=%d layout=%s sched=%s ms=%.1f gflops=%.2f", n, nb, layout,
 	       getenv("STARPU_SCHED") ? getenv("STARPU_SCHED") : "default", ms, flop / ms / 1e6);
 	int ok = 1;
 	if (check)

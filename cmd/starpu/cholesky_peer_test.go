@@ -13,8 +13,8 @@ import (
 // scripts/starpu_cholesky.c is the StarPU side of scripts/cholesky-ab.sh's
 // runtime-to-runtime ratio: the factorisation `run cholesky` runs, on
 // StarPU 1.3. It must factorise correctly under both policies the script
-// runs, and its check must catch a wrong update, or the ratio would compare
-// against a program that does less work.
+// runs and on both layouts, and its check must catch a wrong update, or the
+// ratio would compare against a program that does less work.
 func TestStarPUPeerCholesky(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a StarPU program")
@@ -55,22 +55,33 @@ func TestStarPUPeerCholesky(t *testing.T) {
 	}
 
 	good := build("same", src)
-	line := regexp.MustCompile(`^starpu cholesky-same size=256 nblocks=4 sched=(\w+) ms=[0-9.]+ gflops=[0-9.]+ backward_error=(\S+) verified=true\n$`)
-	for _, sched := range []string{"lws", "dmda"} {
-		out, err := run(good, sched)
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", sched, err, out)
-		}
-		if m := line.FindStringSubmatch(out); m == nil || m[1] != sched {
-			t.Errorf("%s: output %q", sched, out)
+	line := regexp.MustCompile(`^starpu cholesky-same size=256 nblocks=4 layout=(\w+) sched=(\w+) ms=[0-9.]+ gflops=[0-9.]+ backward_error=(\S+) verified=true\n$`)
+	layouts := []string{"partition", "contiguous"}
+	for _, layout := range layouts {
+		for _, sched := range []string{"lws", "dmda"} {
+			out, err := run(good, sched, "-layout", layout)
+			if err != nil {
+				t.Fatalf("%s, %s: %v\n%s", layout, sched, err, out)
+			}
+			if m := line.FindStringSubmatch(out); m == nil || m[1] != layout || m[2] != sched {
+				t.Errorf("%s, %s: output %q", layout, sched, out)
+			}
 		}
 	}
 
-	// A size that the tiles do not divide is refused before StarPU starts.
-	bad := exec.Command(good, "-size", "100", "-nblocks", "3")
-	if out, err := bad.CombinedOutput(); err == nil || bad.ProcessState.ExitCode() != 2 ||
-		!strings.Contains(string(out), "-size 100 must be a positive multiple of -nblocks 3") {
-		t.Errorf("-size 100 -nblocks 3: %v\n%s", err, out)
+	// Bad arguments are refused before StarPU starts.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-size", "100", "-nblocks", "3"}, "-size 100 must be a positive multiple of -nblocks 3"},
+		{[]string{"-layout", "tiled"}, "-layout tiled: want partition or contiguous"},
+	} {
+		bad := exec.Command(good, c.args...)
+		if out, err := bad.CombinedOutput(); err == nil || bad.ProcessState.ExitCode() != 2 ||
+			!strings.Contains(string(out), c.want) {
+			t.Errorf("%v: %v\n%s", c.args, err, out)
+		}
 	}
 
 	// -profile adds the workers' share of the run in kernels, in (0, 1].
@@ -91,8 +102,11 @@ func TestStarPUPeerCholesky(t *testing.T) {
 		t.Fatal("no GEMM call with alpha -1 in scripts/starpu_cholesky.c")
 	}
 	wrong := []byte(string(src[:gemm+alpha]) + "-0.5f," + string(src[gemm+alpha+len("-1.0f,"):]))
-	out, err = run(build("wrong", wrong), "lws")
-	if err == nil || !strings.Contains(out, "verified=false") {
-		t.Errorf("a wrong GEMM passed the check: %v\n%s", err, out)
+	wrongExe := build("wrong", wrong)
+	for _, layout := range layouts {
+		out, err = run(wrongExe, "lws", "-layout", layout)
+		if err == nil || !strings.Contains(out, "verified=false") {
+			t.Errorf("%s: a wrong GEMM passed the check: %v\n%s", layout, err, out)
+		}
 	}
 }
