@@ -2,7 +2,9 @@
 # Runs the CUDA checks on the GPU machine from .gpu/bundle.tar.xz (made by
 # scripts/gpu-bundle.sh): the binding's and the driver's test binaries, then
 # the tool's machine listing, vector-scal, Cholesky on the GPU and with CPUs
-# (dmda), and the bandwidth bench. Logs go to $OUT (or /tmp/gpu-out).
+# (dmda), and the bandwidth bench; then, since the GPU machine has 16 cores,
+# the workers scaling study (scripts/scaling.sh). Logs go to $OUT (or
+# /tmp/gpu-out).
 # Extra arguments are passed to both test binaries (-test.run=..., say).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,5 +29,7 @@ s="$w/bin/starpu"
   "$s" run cholesky --sched dmda --precision single --size 8192 --nblocks 16
   "$s" bench bandwidth
 } >"$out/workloads.log" 2>&1
+BIN="$s" PLUGINS="$w/bin/plugins" bash scripts/scaling.sh >"$out/scaling.log" 2>&1
 grep -hE '^(--- FAIL|FAIL|ok|PASS)' "$out"/cu.log "$out"/cudadriver.log | tail -n 40
 tail -n 30 "$out/workloads.log"
+tail -n 55 "$out/scaling.log"

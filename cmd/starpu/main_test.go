@@ -89,10 +89,15 @@ func TestRunWorkloads(t *testing.T) {
 		// workers under dmda: the factor still checks.
 		{[]string{"run", "cholesky", "--size", "768", "--nblocks", "3", "--parallel", "2", "--sched", "dmda"}, map[string]string{"verified": "true", "parallel_tasks": "3"}, []string{"team_tasks"}},
 		{[]string{"run", "cholesky", "--size", "768", "--nblocks", "3", "--parallel", "3", "--precision", "double", "--sched", "dmda"}, map[string]string{"verified": "true", "parallel_tasks": "4"}, []string{"team_tasks"}},
-		{[]string{"bench", "overhead", "--tasks", "2000", "--rounds", "3"}, map[string]string{"mode": "tags", "buffers": "0", "rounds": "3"}, []string{"per_task_us", "submit_us", "engine_cpu_us", "workers"}},
-		{[]string{"bench", "overhead", "--tasks", "2000", "--buffers", "2"}, map[string]string{"mode": "chain", "buffers": "2"}, []string{"per_task_us"}},
-		{[]string{"bench", "overhead", "--tasks", "2000", "--independent"}, map[string]string{"mode": "independent"}, []string{"per_task_us"}},
-		{[]string{"bench", "overhead", "--tasks", "2000", "--rounds", "3"}, map[string]string{"mode": "tags", "rounds": "3"}, []string{"per_task_us"}},
+		{[]string{"bench", "overhead", "--tasks", "2000", "--rounds", "3"}, map[string]string{"mode": "tags", "buffers": "0", "rounds": "3", "executed": "6000", "submitters": "1"}, []string{"per_task_us", "submit_us", "engine_cpu_us", "workers"}},
+		{[]string{"bench", "overhead", "--tasks", "2000", "--buffers", "2"}, map[string]string{"mode": "chain", "buffers": "2", "executed": "2000"}, []string{"per_task_us"}},
+		{[]string{"bench", "overhead", "--tasks", "2000", "--independent"}, map[string]string{"mode": "independent", "executed": "2000"}, []string{"per_task_us"}},
+		// Several submitters: every task runs, in each mode (a share that
+		// does not divide evenly included), and the tags of one round's
+		// chains do not collide with the next round's.
+		{[]string{"bench", "overhead", "--tasks", "2001", "--submitters", "3", "--rounds", "2"}, map[string]string{"mode": "tags", "submitters": "3", "executed": "4002"}, []string{"per_task_us"}},
+		{[]string{"bench", "overhead", "--tasks", "2001", "--submitters", "3", "--buffers", "2"}, map[string]string{"mode": "chain", "submitters": "3", "executed": "2001"}, []string{"per_task_us"}},
+		{[]string{"bench", "overhead", "--tasks", "2001", "--submitters", "4", "--independent"}, map[string]string{"mode": "independent", "submitters": "4", "executed": "2001"}, []string{"per_task_us"}},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -254,6 +259,8 @@ func TestFlagBounds(t *testing.T) {
 		{[]string{"bench", "overhead", "--buffers", "100000000"}, "bench overhead: --buffers 100000000 is out of range (0 to 1024)"},
 		{[]string{"bench", "overhead", "--buffers", "-1"}, "bench overhead: --buffers -1 is out of range"},
 		{[]string{"bench", "overhead", "--rounds", "0"}, "bench overhead: --rounds 0 is out of range (1 to 10000)"},
+		{[]string{"bench", "overhead", "--tasks", "10", "--submitters", "11"}, "bench overhead: --submitters 11 is out of range (1 to 10)"},
+		{[]string{"bench", "overhead", "--submitters", "0"}, "bench overhead: --submitters 0 is out of range (1 to 1024)"},
 		{[]string{"run", "vector-scal", "--size", "4000000000"}, "vector-scal: --size 4000000000 is out of range (1 to 1073741824)"},
 		{[]string{"run", "vector-scal", "--size", "4000000", "--nparts", "2000000"}, "vector-scal: --nparts 2000000 is out of range (1 to 1048576)"},
 		{[]string{"run", "vector-scal", "--factor", "NaN"}, "vector-scal: --factor NaN is not a finite number"},
