@@ -107,6 +107,9 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 		if st, err = rt.CodeletStats(cl); err == nil {
 			executed = st.Tasks()
 		}
+		if want := int64(*ntasks) * int64(*rounds); err == nil && executed != want {
+			err = fmt.Errorf("bench overhead: %d tasks ran of the %d submitted", executed, want)
+		}
 	}
 	for _, h := range handles {
 		if uerr := h.Unregister(); uerr != nil && err == nil {
