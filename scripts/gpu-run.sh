@@ -4,7 +4,8 @@
 # the tool's machine listing, vector-scal, Cholesky on the GPU and with CPUs
 # (dmda), and the bandwidth bench; then, since the GPU machine has 16 cores,
 # the workers scaling study (scripts/scaling.sh). Logs go to $OUT (or
-# /tmp/gpu-out).
+# /tmp/gpu-out). ONLY=scaling runs the study alone, for a device call of
+# its own: the tests may take most of one call's 10 minutes.
 # Extra arguments are passed to both test binaries (-test.run=..., say).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,10 @@ for d in "$w"/debs/*.deb; do dpkg -x "$d" "$w/root"; done
 export LD_LIBRARY_PATH="$w/root/usr/lib/x86_64-linux-gnu:$w/root/usr/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export STARPU_TEST_DRIVER_CUDA="$w/bin/plugins/driver-cuda" STARPU_PLUGIN_DIR="$w/bin/plugins"
 [[ -d /usr/local/cuda/include ]] && export STARPU_CUDA_INCLUDE=/usr/local/cuda/include
+if [[ ${ONLY:-} == scaling ]]; then
+  BIN="$w/bin/starpu" PLUGINS="$w/bin/plugins" bash scripts/scaling.sh 2>&1 | tee "$out/scaling.log" | tail -n 55
+  exit "${PIPESTATUS[0]}"
+fi
 {
   nvidia-smi -L
   (cd "$w" && ./cu.test -test.v -test.timeout 8m "$@") 2>&1 | tail -n 400
