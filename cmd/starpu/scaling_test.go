@@ -45,7 +45,7 @@ func TestScalingScript(t *testing.T) {
 			t.Errorf("no row %q in\n%s", row, table)
 		}
 	}
-	if n := len(regexp.MustCompile(`(?m)^\S+ +ws +[12]` + figures).FindAllString(table, -1)); n != 10 {
+	if n := len(regexp.MustCompile(`(?m)^\S+ +ws +[12]`+figures).FindAllString(table, -1)); n != 10 {
 		t.Errorf("%d rows, want 5 workloads x 2 worker counts:\n%s", n, table)
 	}
 
