@@ -59,11 +59,12 @@ test: setup build lint
 	$(GO) test -count=1 -timeout 20m $(PLAIN_PKGS)
 	$(MAKE) fuzz FUZZTIME=5000x
 
-# The lint gate: go vet, staticcheck (its checks in staticcheck.conf; the
+# The lint gate: gofmt, go vet, staticcheck (its checks in staticcheck.conf; the
 # pinned version is fetched from the module proxy) and the repository's own
 # checks in internal/lint.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
+	@out=$$("$$($(GO) env GOROOT)/bin/gofmt" -l .) || exit 1; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) test -count=1 ./internal/lint

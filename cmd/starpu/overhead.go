@@ -65,7 +65,6 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 	}
 	// chains[s] are the buffers of submitter s's tasks.
 	chains := make([][]*core.Handle, *submitters)
-	var handles []*core.Handle
 	for s := range chains {
 		for range *nbuffers {
 			h, err := core.RegisterVector(rt, make([]float32, 1))
@@ -74,7 +73,6 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 				return err
 			}
 			chains[s] = append(chains[s], h)
-			handles = append(handles, h)
 		}
 	}
 	cl := &core.Codelet{Name: "empty", Kernels: map[core.Arch]string{core.CPU: blasarg.Empty}, Modes: modes}
@@ -111,9 +109,11 @@ func overhead(ctx context.Context, args []string, out io.Writer) error {
 			err = fmt.Errorf("bench overhead: %d tasks ran of the %d submitted", executed, want)
 		}
 	}
-	for _, h := range handles {
-		if uerr := h.Unregister(); uerr != nil && err == nil {
-			err = uerr
+	for _, hs := range chains {
+		for _, h := range hs {
+			if uerr := h.Unregister(); uerr != nil && err == nil {
+				err = uerr
+			}
 		}
 	}
 	if ferr := rf.finish(rt); err == nil {
