@@ -549,11 +549,12 @@ func (h *Handle) doomed(j *job) {
 	j.mu.Lock()
 	if x := j.x(); x.doom == nil {
 		x.doom = err
+		if e := h.rt.engine; e != nil {
+			e.checks.Add(1) // until terminate releases j
+			x.doomChecked = true
+		}
 	}
 	j.mu.Unlock()
-	if e := h.rt.engine; e != nil {
-		e.checks.Store(true)
-	}
 }
 
 // doomErr is why j must fail instead of running (doomed), or nil.

@@ -88,7 +88,7 @@ func (h *Handle) markLost(l *lostData) {
 	if h.lost.Swap(l) == nil {
 		h.rt.nlost.Add(1)
 		if e := h.rt.engine; e != nil {
-			e.checks.Store(true)
+			e.checks.Add(1)
 		}
 	}
 }
@@ -97,6 +97,9 @@ func (h *Handle) markLost(l *lostData) {
 func (h *Handle) clearLost() {
 	if h.lost.Load() != nil && h.lost.Swap(nil) != nil {
 		h.rt.nlost.Add(-1)
+		if e := h.rt.engine; e != nil {
+			e.checks.Add(-1)
+		}
 	}
 }
 

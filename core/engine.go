@@ -166,10 +166,16 @@ type engine struct {
 	// driver's.
 	postDriver int
 
-	// checks is set once anything happened that push must look for (see
-	// pushCheck): a broken runtime, a dead driver, lost data, a task
-	// doomed by Unregister. Until then push pays one load for them all.
-	checks atomic.Bool
+	// checks counts what push must look for now (see pushCheck): a broken
+	// runtime (for good), each dead driver until it is restarted, each
+	// lost handle until it is written anew, each task doomed by
+	// Unregister until it ends. While it is zero push pays one load for
+	// them all and tasks may be chained (task_chain.go); once the faults
+	// are over it is zero again, so that one fault does not slow the rest
+	// of the run.
+	checks atomic.Int64
+	// faults counts what the fault handling did (Runtime.Faults).
+	faults faultCounts
 	// deadArch has the bit of each architecture whose driver plugins are
 	// all dead (driver.ArchBit).
 	deadArch atomic.Uint32
@@ -282,7 +288,7 @@ func (e *engine) stop() {
 // called while releasing a predecessor's successors, and failing inline
 // would recurse once per task of a chain.
 func (e *engine) push(j *job, releasedBy int32) {
-	if e.checks.Load() {
+	if e.checks.Load() != 0 {
 		if err := e.pushCheck(j); err != nil {
 			if j.chain.Load()&chainOn != 0 {
 				e.rt.chainUndo(j) // it meets the error once it is ready
@@ -445,7 +451,6 @@ func (e *engine) noteDeadDrivers() {
 		}
 	}
 	e.deadArch.Store(all &^ live)
-	e.checks.Store(true)
 }
 
 // ringHost wakes c's policy: at once, or at the end of the engine's round
@@ -858,6 +863,10 @@ func (e *engine) xferDone(id uint64) *xfer {
 func (e *engine) drainCompletions() {
 	var c wire.Completion
 	for _, w := range e.rt.workers {
+		if w.drv.fenced {
+			e.dropStale(w)
+			continue
+		}
 		for msg := w.completion.Peek(); msg != nil; msg = w.completion.Peek() {
 			if wire.Type(msg) != wire.TypeCompletion || c.Decode(msg) != nil {
 				e.rt.log.Error("worker sent a malformed completion", "worker", w.id, "type", wire.Type(msg))
@@ -961,9 +970,22 @@ func (e *engine) checkPlugins() {
 			continue
 		}
 		d.dead.Store(true)
+		e.checks.Add(1) // until restartDriver swaps a new process in
 		rt.log.Error("driver plugin "+exitNote(d.proc), "driver", d.name, "pid", d.proc.Pid())
 		rt.tracePluginExit("driver-"+d.name, d.proc)
 		died = append(died, d)
+	}
+	if len(died) > 0 {
+		// The fence (plugin_restart.go, "Completions after a death"):
+		// what the dead processes committed to their completion rings
+		// before dying is the outcome of the runs dispatched to them, and
+		// is applied now, before any of their tasks is failed or retried;
+		// from here on nothing read from their rings is applied.
+		e.drainCompletions()
+		for _, d := range died {
+			d.fenced = true
+			e.faults.deaths.Add(1)
+		}
 	}
 	// A dead driver's transfers and allocations never complete: fail them,
 	// at every check since finishing one may post another there, so that

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/starpu-go/starpu/core/internal/loader"
@@ -66,6 +67,72 @@ import (
 // tasks on runtimes with device memory, are not retried. Each task is
 // retried once: a task that kills its driver every time fails on the second
 // death.
+
+// Completions after a death.
+//
+// A completion names its task by id, and a retried task keeps its id: a
+// completion the dead process committed just before dying, read after the
+// task was retried, would complete the retry (whose snapshot was restored
+// and which runs again later), releasing its successors over data it has
+// not written yet. So completions are fenced by incarnation: when
+// checkPlugins finds a driver dead, it first reads what the process
+// committed to its workers' completion rings and applies it (those are the
+// outcomes of the runs dispatched to that process, complete: a message is
+// visible only once published), and only then fails or retries the tasks
+// still on its workers. From then on the driver is fenced: whatever is
+// read from its workers' rings (nothing, but for a death misread) is
+// counted as stale, logged and dropped, never applied, until the new
+// process is swapped in. A retried task's completion can then only come
+// from the worker it was dispatched to again, in the new process (the
+// worker check in drainCompletions).
+//
+// Rejected: an attempt number in every Exec and Completion. It costs ring
+// bytes on the hot path of every task to guard what happens only at a
+// death, and every driver, in any language, would have to echo it right;
+// the ring of a dead process is already a fence once it has been read.
+
+// faultCounts counts what the fault handling did, for Runtime.Faults.
+type faultCounts struct {
+	deaths, restarts, retried, stale atomic.Int64
+}
+
+// FaultStats counts the runtime's driver faults and what was done about
+// them.
+type FaultStats struct {
+	// DriverDeaths counts the driver processes found dead.
+	DriverDeaths int64
+	// DriverRestarts counts the driver processes started again.
+	DriverRestarts int64
+	// TasksRetried counts the tasks pushed again after their driver died.
+	TasksRetried int64
+	// StaleCompletions counts the completions dropped because they came
+	// from a process already found dead and read (see "Completions after
+	// a death" in core/plugin_restart.go).
+	StaleCompletions int64
+}
+
+// Faults returns the runtime's fault counts so far.
+func (rt *Runtime) Faults() FaultStats {
+	f := &rt.engine.faults
+	return FaultStats{DriverDeaths: f.deaths.Load(), DriverRestarts: f.restarts.Load(),
+		TasksRetried: f.retried.Load(), StaleCompletions: f.stale.Load()}
+}
+
+// dropStale drops what is in the completion ring of w, whose driver is
+// fenced: it came from a dead process whose ring was already read.
+// Engine goroutine.
+func (e *engine) dropStale(w *workerState) {
+	var c wire.Completion
+	for msg := w.completion.Peek(); msg != nil; msg = w.completion.Peek() {
+		id := uint64(0)
+		if wire.Type(msg) == wire.TypeCompletion && c.Decode(msg) == nil {
+			id = c.ID
+		}
+		w.completion.Release()
+		e.faults.stale.Add(1)
+		e.rt.log.Error("stale completion from a dead driver process dropped", "driver", "driver-"+w.drv.name, "worker", w.id, "task", id)
+	}
+}
 
 // restartState coordinates plugin restarts with teardown: wg counts the
 // restarts under way and stop, closed at teardown, calls them off. mu
@@ -236,7 +303,10 @@ func (rt *Runtime) restartDriver(d *driverInst, removed map[*SchedContext][]int)
 		d.proc, d.drv = p, drv
 		d.pmu.Unlock()
 		d.dead.Store(false)
+		e.checks.Add(-1)
 		d.restarting.Store(false)
+		d.fenced = false // emptyRings read the dead process's rings
+		e.faults.restarts.Add(1)
 		e.noteDeadDrivers()
 		for c, ids := range removed {
 			c.mu.Lock()
@@ -406,6 +476,7 @@ func (e *engine) retry(j *job, wid int) {
 	e.dropTeamCopies(j)
 	j.restoreSnapshot(e.rt)
 	j.retried = true
+	e.faults.retried.Add(1)
 	j.worker, j.posted, j.impl, j.comb = -1, false, -1, nil
 	e.rt.log.Warn("retrying a task whose driver died", "task", j.name(), "worker", wid)
 	e.push(j, -1)
@@ -483,6 +554,7 @@ func (e *engine) onDeadWorker(j *job, wid int, d *driverInst, err error) {
 		if e.untrack(j.id) != nil {
 			e.sendDone(j.sctx, wid, j.id, 0)
 			j.retried = true
+			e.faults.retried.Add(1)
 			e.rt.chainUndo(j)
 		}
 		return

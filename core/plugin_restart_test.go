@@ -3,6 +3,7 @@ package core_test
 import (
 	"encoding/binary"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -245,5 +246,68 @@ kernel void twice(global float *x, uint nx) {
 	}
 	if err := hb.Unregister(); !errors.Is(err, core.ErrDataLost) {
 		t.Fatalf("Unregister of lost b: %v, want ErrDataLost", err)
+	}
+}
+
+// A completion the dead process committed before dying, read after the
+// core learned of the death, is the outcome of the run dispatched there:
+// it is applied, and the task is not run again from its snapshot. Before
+// the fence, the task was retried first (its snapshot restored) and the
+// stale completion then completed the retry: Wait returned, a reader saw
+// the restored input, and the retry ran later over it.
+func TestStaleCompletionFenced(t *testing.T) {
+	cfg := testConfig(crashyDir)
+	cfg.PluginRestarts = 3
+	cfg.NCPU = 1
+	rt := start(t, core.Options{Config: cfg})
+	gate := &core.Codelet{Name: "gate", Kernels: map[driver.Arch]string{driver.CPU: "test_gate"},
+		Modes: []core.Mode{core.RW}, Retryable: true}
+	x := []float32{1, 2}
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "gate")
+	task := &core.Task{Codelet: gate, Handles: []*core.Handle{h}, Arg: []byte(path)}
+	if err := rt.Submit(task); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(path + ".started"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gated task did not start in a minute")
+		}
+	}
+	if err := core.KillWithCompletionUnread(rt, 0, func() error { return os.WriteFile(path, nil, 0o600) }); err != nil {
+		t.Fatal(err)
+	}
+	if errs := waitBounded(t, rt, time.Minute, "the gated task", task); errs[0] != nil {
+		t.Fatalf("the task whose completion was committed: %v", errs[0])
+	}
+	if err := h.Acquire(core.R); err != nil {
+		t.Fatal(err)
+	}
+	got := append([]float32(nil), x...)
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 2 || got[1] != 4 {
+		t.Fatalf("after the task, x = %v, want [2 4]: a completed task's output was rolled back", got)
+	}
+	// The restarted driver runs what comes next, once.
+	if err := rt.Submit(&core.Task{Codelet: scalF32, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode(), Synchronous: true}); err != nil {
+		t.Fatalf("task after the restart: %v", err)
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if x[0] != 4 || x[1] != 8 {
+		t.Fatalf("x = %v, want [4 8]: the gated task ran twice", x)
+	}
+	f := rt.Faults()
+	if f.DriverDeaths != 1 || f.TasksRetried != 0 {
+		t.Fatalf("faults %+v, want one death and no retry", f)
 	}
 }

@@ -192,6 +192,10 @@ type driverInst struct {
 	pmu        sync.Mutex
 	restarts   int
 	restarting atomic.Bool
+	// fenced: the process died and what it committed to its workers'
+	// completion rings was read; anything read there until a new process
+	// is swapped in is stale and dropped (engine goroutine).
+	fenced bool
 	// loaded are the kernels compiled from codelets' sources, by name and
 	// source.
 	loadMu sync.Mutex

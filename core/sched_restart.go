@@ -278,7 +278,7 @@ func (e *engine) schedDied(c *SchedContext, err error) {
 	global := c == rt.global
 	if global {
 		rt.broken.Store(&err)
-		e.checks.Store(true)
+		e.checks.Add(1) // for good
 		for _, o := range *e.ctxs.Load() {
 			o.failAcks(err, false)
 		}

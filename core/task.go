@@ -267,7 +267,8 @@ type job struct {
 	// of a run that ended before its dependencies were released. pred1 is
 	// the job's data predecessor and npred1 how many of its dependencies
 	// it accounts for (-1: several predecessors); both are written while
-	// the job is submitted, by the goroutine submitting it.
+	// the job is submitted, by the goroutine submitting it, and pred1 is
+	// cleared when the job is released (terminate), under j.mu.
 	chain       atomic.Uint32
 	chainPred   uint64
 	chainWorker int32
@@ -307,6 +308,8 @@ type jobExt struct {
 	// doom, when set, is why the job must fail instead of running: a
 	// handle it accesses was unregistered while it was submitted.
 	doom error
+	// doomChecked: doom counts in engine.checks until the job is released.
+	doomChecked bool
 	// runErrs (on the head) are the errors of the failed runs of a task
 	// that Regenerate resubmitted, the first 16 of them; runErrsDropped
 	// counts the others. Wait reports them once the task stops.
@@ -1050,6 +1053,11 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 			continue
 		}
 		j.released = true
+		// No finished job keeps its predecessor alive: a handle's last
+		// access would hold the whole chain behind it (task_chain.go
+		// reads pred1 only while the job waits, under its lock or its
+		// unreleased predecessor's).
+		j.pred1 = nil
 		if j.task != nil {
 			j.status.Store(uint32(StatusFinished))
 		}
@@ -1059,6 +1067,10 @@ func (rt *Runtime) terminate(first termination, worker int32) {
 		if x := j.ext.Load(); x != nil {
 			tsuccs, esuccs = x.tsuccs, x.esuccs
 			x.tsuccs, x.esuccs = nil, nil
+			if x.doomChecked {
+				x.doomChecked = false
+				rt.engine.checks.Add(-1)
+			}
 		}
 		j.mu.Unlock()
 		if j.tag != nil {

@@ -87,7 +87,7 @@ func (rt *Runtime) chainable(s *job) bool {
 	// engine chooses it at dispatch: -1).
 	return rt.chains && t != nil && s.acquire == nil && s.cl != nil && !s.cl.par && !s.nowhere && !s.arb && !s.sub &&
 		s.ctx == nil && s.pinned < 0 && t.PrologueCallback == nil && t.WorkerOrder == 0 &&
-		!(s.cl.retryable && rt.cfg.PluginRestarts > 0) && !rt.engine.checks.Load() &&
+		!(s.cl.retryable && rt.cfg.PluginRestarts > 0) && rt.engine.checks.Load() == 0 &&
 		s.status.Load() == uint32(statusWaiting) && rt.engine.postKernelImpl(s, rt.global, -1) >= 0
 }
 
@@ -209,7 +209,11 @@ func (rt *Runtime) chainSubmitted(s *job) {
 			ts.mu.Unlock()
 		}
 	} else {
+		// Under s.mu: s may already be running to its end, which
+		// clears pred1.
+		s.mu.Lock()
 		p = solePred(s)
+		s.mu.Unlock()
 	}
 	if p == nil || p.chain.Load()&chainPushed == 0 {
 		return

@@ -1,6 +1,6 @@
 // Command driver-crashy is a CPU driver for the core's failure tests: the
 // BLAS kernels plus kernels that fail, crash the process (one after
-// writing half its buffer), or sleep. With
+// writing half its buffer), sleep, or wait for a file. With
 // STARPU_TEST_CRASHY_EXIT_AT_START set it exits before serving, like a plugin that
 // crashes at start.
 package main
@@ -52,6 +52,28 @@ func main() {
 				}
 				os.Exit(7)
 			}
+			for i := range x {
+				x[i] *= 2
+			}
+			return nil
+		}},
+		// test_gate creates the file its argument names with ".started"
+		// added, waits (a minute at most) for the file it names, then
+		// doubles its float32 buffer: a kernel a test ends when it wants.
+		kernel.Kernel{Name: "test_gate", Func: func(c *kernel.Context) error {
+			path := string(c.Arg)
+			if err := os.WriteFile(path+".started", nil, 0o600); err != nil {
+				return err
+			}
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+				if _, err := os.Stat(path); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					return errors.New("test_gate: the gate was not opened in a minute")
+				}
+			}
+			x := c.Buffers[0].Float32s()
 			for i := range x {
 				x[i] *= 2
 			}
