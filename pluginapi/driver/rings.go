@@ -123,16 +123,24 @@ func (r *Rings) Idle(ready func() bool, timeout time.Duration) bool {
 	}
 	// Bell.Wait polls ready spin times, then checks it once more before
 	// each sleep on the futex: the first check past the polls that finds
-	// nothing is the start of the sleep. Counting costs the polls an
-	// increment; the clock is read only around a sleep.
+	// nothing is the start of the sleep. The clock is read before that
+	// check, so that the sleep's start is a time the rings were seen empty
+	// at or after (a worker preempted between the two would otherwise
+	// report a sleep starting after work it had not seen had come).
+	// Counting costs the polls an increment; the clock is read only
+	// around a sleep.
 	polls := 0
 	var asleep int64
 	ok := r.Bell.Wait(func() bool {
-		if ready() {
-			return true
-		}
+		first := false
 		if polls++; polls > r.spin && asleep == 0 {
-			asleep = wire.Now()
+			asleep, first = wire.Now(), true
+		}
+		if ready() {
+			if first {
+				asleep = 0 // it did not sleep
+			}
+			return true
 		}
 		return false
 	}, r.spin, timeout)

@@ -77,6 +77,8 @@ type Server struct {
 	mu   sync.Mutex
 	prev *Snapshot
 	body []byte
+	// now is the sampling clock: time.Now, or a test's.
+	now func() time.Time
 }
 
 // Listen binds addr (host:port; port 0 picks a free port) so that a bad
@@ -93,7 +95,7 @@ func Listen(addr string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard address %q: %w", addr, err)
 	}
-	return &Server{ln: ln}, nil
+	return &Server{ln: ln, now: time.Now}, nil
 }
 
 // Addr is the address the server listens on, host:port, with the port
@@ -180,7 +182,7 @@ func (s *Server) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 func (s *Server) snapshotJSON(ctx context.Context) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.now()
 	if s.prev != nil && now.Sub(s.prev.Time) < MinInterval {
 		return s.body, nil
 	}

@@ -2,7 +2,6 @@ package drivertest
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"math"
 	"runtime"
@@ -107,7 +106,8 @@ const deinitLimit = 5 * time.Second
 //     Alloc beyond the node's Bytes fails.
 //   - DeinitInFlight: Deinit with many tasks queued returns within the
 //     runtime's shutdown limit, every task sent before it completed, and
-//     no worker sat idle again and again meanwhile with tasks queued:
+//     no worker went to sleep meanwhile with tasks queued (a sleep
+//     reported on a completion, begun after Deinit was called):
 //     tasks queued while the workers run them (WhileRunning), while they
 //     sleep (WhileAsleep), and on one ring while the workers are busy
 //     with the other (BusyWithSchedRing, BusyWithDispatchRing).
@@ -679,8 +679,8 @@ func deinitInFlight(t *testing.T, h Harness) {
 						t.Fatalf("round %d: message %d queued before Deinit failed: %s", round, id, got.Err)
 					}
 				}
-				if n, gap, w, id := stalls(r, ids, startNs); n >= maxStalls {
-					t.Fatalf("round %d: workers sat idle for more than %v %d times with tasks queued while Deinit waited for them, worker %d for %v before message %d (Deinit took %v): a stopping worker must go on running what it holds", round, maxIdle, n, w.Index, gap, id, took)
+				if n, w, id := sleptHolding(r, ids, startNs); n > 0 {
+					t.Fatalf("round %d: workers went to sleep %d times with tasks queued while Deinit waited for them, worker %d before message %d (Deinit took %v): a stopping worker must go on running what it holds", round, n, w.Index, id, took)
 				}
 			}
 			strays(r)
@@ -688,41 +688,24 @@ func deinitInFlight(t *testing.T, h Harness) {
 	}
 }
 
-// maxIdle bounds how long a worker may sit idle between two of its tasks
-// once Deinit has been called, all of them queued: time enough for a
-// worker thread to be scheduled on a busy machine, far from a stall on a
-// timeout. A loaded machine may still keep a worker off the CPU that
-// long now and then, so a round fails on stalls repeated, maxStalls or
-// more: a worker that waits on a timeout while it holds tasks does so
-// again and again.
-const (
-	maxIdle   = 50 * time.Millisecond
-	maxStalls = 3
-)
-
-// stalls counts the times a worker sat idle longer than maxIdle, between
-// the end of its tasks so far and the start of its next, for the tasks
-// ids that started after since (wire.Now's clock). It returns the count
-// and the longest such gap, with its worker and the task that waited.
-func stalls(r *Rig, ids []uint64, since int64) (n int, worst time.Duration, w *Worker, id uint64) {
-	byWorker := map[*Worker][]wire.Completion{}
-	for _, id := range ids {
-		byWorker[r.sent[id]] = append(byWorker[r.sent[id]], r.got[id])
-	}
-	for ww, cs := range byWorker {
-		slices.SortFunc(cs, func(a, b wire.Completion) int { return cmp.Compare(a.StartNs, b.StartNs) })
-		end := cs[0].EndNs
-		for _, c := range cs[1:] {
-			if gap := time.Duration(c.StartNs - end); c.StartNs > since && gap > maxIdle {
-				n++
-				if gap > worst {
-					worst, w, id = gap, ww, c.ID
-				}
+// sleptHolding counts the completions, among those of ids (every one
+// queued before Deinit was called at since, wire.Now's clock), that report
+// a sleep begun after since (wire.Completion.SleepStartNs): the worker went
+// to sleep on its bell while that task waited for it, which a worker that
+// drains what it holds never does, however loaded the machine (a sleep's
+// start is a time its rings were seen empty). It returns the count, with
+// the worker and the task of the first.
+func sleptHolding(r *Rig, ids []uint64, since int64) (n int, w *Worker, id uint64) {
+	for _, i := range ids {
+		c := r.got[i]
+		if c.SleepEndNs != 0 && c.SleepStartNs > since {
+			if n == 0 {
+				w, id = r.sent[i], i
 			}
-			end = max(end, c.EndNs)
+			n++
 		}
 	}
-	return n, worst, w, id
+	return n, w, id
 }
 
 // busyRings loads one ring of each worker that has a scheduler ring (the

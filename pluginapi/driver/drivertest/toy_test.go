@@ -44,7 +44,7 @@ const (
 	flawStopOnError   = "stop-on-error"   // a worker stops at an unknown kernel
 	flawDropOnDeinit  = "drop-on-deinit"  // Deinit drops the tasks still queued
 	flawExitAfterPass = "exit-after-pass" // a worker stops after its pass over both rings, whatever came on the first since
-	flawSlowDrain     = "slow-drain"      // once stopping, a worker naps before every 50th task
+	flawSlowDrain     = "slow-drain"      // once stopping, a worker sleeps on its bell before every 50th task, though tasks wait
 	flawPartialCopy   = "partial-copy"    // copies ranges until one is out of range
 	flawNoLimit       = "no-limit"        // allocates beyond the node's bytes
 	flawNoReinit      = "no-reinit"       // a second Init fails
@@ -222,7 +222,7 @@ func (w *toyWorker) pass() error {
 
 func (w *toyWorker) handle(msg []byte) error {
 	if w.d.flaw == flawSlowDrain && w.d.stop.Load() && w.execs%50 == 0 {
-		time.Sleep(100 * time.Millisecond)
+		w.rings.Idle(func() bool { return false }, 20*time.Millisecond)
 	}
 	start := wire.Now()
 	c := wire.Completion{StartNs: start}
