@@ -4,6 +4,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -319,6 +320,89 @@ func (rt *Runtime) restartDriver(d *driverInst, removed map[*SchedContext][]int)
 		}
 		rt.log.Warn("driver plugin restarted", "driver", "driver-"+d.name, "pid", p.Pid())
 	})
+}
+
+// startDriverPlugin launches driver n's plugin from c, starting it again
+// while its process dies during its start (loader.ErrDiedStarting) and the
+// driver has restarts left, after the restart backoff, as a driver that
+// dies later is restarted: a crash at start-up is a crash like another.
+// used is how many restarts were used before; it returns how many are
+// used after. Init's goroutine.
+func (rt *Runtime) startDriverPlugin(ctx context.Context, n string, c loader.Candidate, used int) (*loader.Plugin, driver.Driver, int, error) {
+	for {
+		p, err := rt.launch(ctx, c)
+		if err == nil {
+			d, err := p.Driver()
+			if err != nil {
+				p.Kill()
+				return nil, nil, used, err
+			}
+			return p, d, used, nil
+		}
+		if !errors.Is(err, loader.ErrDiedStarting) {
+			return nil, nil, used, err
+		}
+		if err := rt.restartWait(ctx, "driver-"+n, &used, err); err != nil {
+			return nil, nil, used, err
+		}
+	}
+}
+
+// restartWait counts one more restart of plugin name in *used and waits
+// the restart backoff, or says why it may not restart: its restarts are
+// spent (named, with plugin_restarts), or ctx ended. cause is why it must
+// restart.
+func (rt *Runtime) restartWait(ctx context.Context, name string, used *int, cause error) error {
+	budget := rt.cfg.RestartsFor(name)
+	switch {
+	case budget == 0:
+		return fmt.Errorf("%w (plugin_restarts is 0: set it, or STARPU_PLUGIN_RESTARTS, to restart a plugin that dies)", cause)
+	case *used >= budget:
+		return fmt.Errorf("%w (restarted %d times, all of plugin_restarts = %d)", cause, *used, budget)
+	}
+	*used++
+	wait := restartBackoff(*used)
+	rt.log.Warn("plugin died while the runtime started; starting it again", "plugin", name, "attempt", *used, "of", budget, "after", wait, "error", cause)
+	select {
+	case <-time.After(wait):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w (a restart was called off: %w)", cause, ctx.Err())
+	}
+}
+
+// died reports whether err, from a call to plugin p (nil: in process),
+// came from p's death.
+func died(p *loader.Plugin, err error) bool {
+	return p != nil && (p.Exited() || errors.Is(err, base.ErrPluginExited))
+}
+
+// restartStarting starts driver d again after its process died while the
+// runtime started (cause says how), while it has restarts left: a new
+// process, configured and, once d has a fingerprint, checked to be the same
+// driver (relaunchDriver), swapped in. Init's goroutine, before the
+// engine runs.
+func (rt *Runtime) restartStarting(ctx context.Context, d *driverInst, cause error) error {
+	if err := rt.restartWait(ctx, "driver-"+d.name, &d.restarts, cause); err != nil {
+		return err
+	}
+	d.proc.Kill() // reaped, its heartbeat slot freed
+	var p *loader.Plugin
+	var drv driver.Driver
+	var err error
+	if d.fp != nil {
+		p, drv, err = rt.relaunchDriver(d)
+	} else {
+		p, drv, d.restarts, err = rt.startDriverPlugin(ctx, d.name, rt.cands["driver-"+d.name], d.restarts)
+	}
+	if err != nil {
+		return fmt.Errorf("%w; starting it again: %w", cause, err)
+	}
+	d.pmu.Lock()
+	d.proc, d.drv = p, drv
+	d.pmu.Unlock()
+	rt.log.Warn("driver plugin started again", "driver", "driver-"+d.name, "pid", p.Pid())
+	return nil
 }
 
 // relaunchDriver starts d's plugin again and checks that it is the same

@@ -311,3 +311,65 @@ func TestStaleCompletionFenced(t *testing.T) {
 		t.Fatalf("faults %+v, want one death and no retry", f)
 	}
 }
+
+// A driver that dies while the runtime starts (before its handshake, or
+// in its Init) is started again while it has restarts, as one that dies
+// later; once they are spent, or with none, Init's error says so.
+func TestDriverDiesStarting(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		restarts int
+		env      func(dir string) map[string]string
+		want     string // Init's error, or "" when Init succeeds
+	}{
+		{"dies starting twice, two restarts", 2, func(dir string) map[string]string {
+			return map[string]string{"STARPU_TEST_CRASHY_DIE_STARTING": filepath.Join(dir, "starts") + ":2"}
+		}, ""},
+		{"dies starting three times, two restarts", 2, func(dir string) map[string]string {
+			return map[string]string{"STARPU_TEST_CRASHY_DIE_STARTING": filepath.Join(dir, "starts") + ":3"}
+		}, "restarted 2 times, all of plugin_restarts = 2"},
+		{"dies starting, no restart", 0, func(dir string) map[string]string {
+			return map[string]string{"STARPU_TEST_CRASHY_DIE_STARTING": filepath.Join(dir, "starts") + ":1"}
+		}, "plugin_restarts is 0"},
+		{"killed in Init, one restart", 1, func(dir string) map[string]string {
+			return map[string]string{"STARPU_TEST_CRASHY_DIE_IN_INIT": filepath.Join(dir, "init")}
+		}, ""},
+		{"killed in Init, no restart", 0, func(dir string) map[string]string {
+			return map[string]string{"STARPU_TEST_CRASHY_DIE_IN_INIT": filepath.Join(dir, "init")}
+		}, "plugin_restarts is 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env(t.TempDir()) {
+				t.Setenv(k, v)
+			}
+			cfg := testConfig(crashyDir)
+			cfg.PluginRestarts = tc.restarts
+			rt, err := core.Init(t.Context(), core.Options{Config: cfg})
+			if tc.want != "" {
+				if err == nil {
+					rt.Shutdown()
+					t.Fatalf("Init succeeded, want an error saying %q", tc.want)
+				}
+				if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "driver-cpu") {
+					t.Fatalf("Init: %v, want it to name driver-cpu and say %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Init: %v", err)
+			}
+			defer rt.Shutdown()
+			x := []float32{1, 2}
+			h, _ := core.RegisterVector(rt, x)
+			if err := rt.Submit(&core.Task{Codelet: scalF32, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode(), Synchronous: true}); err != nil {
+				t.Fatalf("task on the restarted driver: %v", err)
+			}
+			if err := h.Unregister(); err != nil {
+				t.Fatal(err)
+			}
+			if x[0] != 2 || x[1] != 4 {
+				t.Fatalf("x = %v, want [2 4]", x)
+			}
+		})
+	}
+}

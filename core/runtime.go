@@ -272,10 +272,10 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	if err := useKernelHost(opt, cands); err != nil {
 		return nil, err
 	}
+	rt.cands, rt.schedFactory = cands, opt.Scheduler
 	if err := rt.loadDrivers(ctx, opt.Drivers, cands); err != nil {
 		return nil, err
 	}
-	rt.cands, rt.schedFactory = cands, opt.Scheduler
 	if err := rt.loadScheduler(ctx, opt.Scheduler, cands); err != nil {
 		return nil, err
 	}
@@ -345,6 +345,8 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 		name string
 		drv  driver.Driver
 		proc *loader.Plugin
+		// restarts are those used while it started (startDriverPlugin).
+		restarts int
 	}
 	var ls []loaded
 	if len(factories) > 0 {
@@ -376,14 +378,10 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 			if n == "cpu" && (rt.cfg.NCPU == 0 || rt.apps.cpu != nil) {
 				continue
 			}
-			p, err := rt.launch(ctx, cands["driver-"+n])
+			p, d, used, err := rt.startDriverPlugin(ctx, n, cands["driver-"+n], 0)
 			if err == nil {
-				var d driver.Driver
-				if d, err = p.Driver(); err == nil {
-					ls = append(ls, loaded{name: n, drv: d, proc: p})
-					continue
-				}
-				p.Kill()
+				ls = append(ls, loaded{name: n, drv: d, proc: p, restarts: used})
+				continue
 			}
 			if n == "cpu" {
 				return kernelHostHint(cands["driver-cpu"], err)
@@ -395,12 +393,30 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 		}
 	}
 	for _, l := range ls {
-		di := &driverInst{name: l.name, drv: l.drv, proc: l.proc}
+		di := &driverInst{name: l.name, drv: l.drv, proc: l.proc, restarts: l.restarts}
 		rt.drivers = append(rt.drivers, di)
-		if err := rt.configure(ctx, l.drv, "driver-"+l.name); err != nil {
+		var fp *driver.Fingerprint
+		var err error
+		configured := false
+		for {
+			configured = false
+			if err = rt.configure(ctx, di.drv, "driver-"+l.name); err == nil {
+				configured = true
+				fp, err = di.drv.Fingerprint(ctx)
+			}
+			if err == nil || !died(di.proc, err) {
+				break
+			}
+			// Killed before it answered: started again, while it has
+			// restarts, as one that died during its start.
+			if err = rt.restartStarting(ctx, di, err); err != nil {
+				break
+			}
+		}
+		l.drv, l.proc = di.drv, di.proc
+		if err != nil && !configured {
 			return err
 		}
-		fp, err := l.drv.Fingerprint(ctx)
 		if err == nil && l.proc == nil {
 			// A plugin's reply is checked by its client; an in-process
 			// driver's here.
@@ -536,7 +552,15 @@ func (rt *Runtime) start(ctx context.Context) error {
 		if d.proc == nil {
 			rt.reserveThreads(n)
 		}
-		if err := d.drv.Init(ctx, req); err != nil {
+		err := d.drv.Init(ctx, req)
+		for err != nil && died(d.proc, err) {
+			// Killed during Init: started again, while it has restarts.
+			if err = rt.restartStarting(ctx, d, err); err != nil {
+				break
+			}
+			err = d.drv.Init(ctx, req)
+		}
+		if err != nil {
 			return fmt.Errorf("driver-%s: init: %w", d.name, err)
 		}
 		if err := rt.openAppWorkers(d); err != nil {

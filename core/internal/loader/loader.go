@@ -72,6 +72,17 @@ type Plugin struct {
 	killedFor atomic.Pointer[string]
 }
 
+// ErrDiedStarting is wrapped by Launch's error when the plugin process
+// died on its own before it served (a crash, a kill from outside), as
+// opposed to one the loader refused and killed.
+var ErrDiedStarting = errors.New("the plugin process died while starting")
+
+// diedStarting is a Launch error that is ErrDiedStarting, with the
+// loader's words for it.
+type diedStarting struct{ error }
+
+func (diedStarting) Is(target error) bool { return target == ErrDiedStarting }
+
 // Launch starts candidate c as a plugin process and checks it is the plugin
 // its file name says.
 //
@@ -198,7 +209,14 @@ func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
 	onSpawnThread(func() { rpc, err = client.Client() })
 	if err != nil {
 		p.Kill() // waits for the process, so its exit status is known
-		return nil, fail("%s", startFailure(err, p.runner, timeout, stderr))
+		why := startFailure(err, p.runner, timeout, stderr)
+		if p.runner != nil && p.runner.diedAlone() {
+			// Gone before the loader killed it: it died on its own
+			// while starting, a crash the core may answer with a
+			// restart.
+			return nil, diedStarting{fail("%s", why)}
+		}
+		return nil, fail("%s", why)
 	}
 	p.pid = p.runner.pid
 	killFail := func(format string, args ...any) (*Plugin, error) {

@@ -49,6 +49,9 @@ type procRunner struct {
 	mu      sync.Mutex
 	reaped  bool // the leader is reaped or being reaped: pid may be reused
 	waitErr error
+	// killedLive: Kill found the leader running, so its death is the
+	// loader's doing, not its own.
+	killedLive bool
 }
 
 var _ runner.Runner = (*procRunner)(nil)
@@ -152,8 +155,39 @@ func (r *procRunner) killLocked() {
 func (r *procRunner) Kill(context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.pid > 0 && !r.reaped && !r.killedLive && r.runningLocked() {
+		r.killedLive = true
+	}
 	r.killLocked()
 	return nil
+}
+
+// runningLocked reports whether the leader has not exited yet (an exited
+// one is a zombie until reap reaps it). r.mu held, the leader not reaped.
+func (r *procRunner) runningLocked() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, r.pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo == 0
+}
+
+// diedAlone reports whether the reaped leader died without the loader
+// killing it while it ran: it exited or crashed (an exit status or a
+// signal other than the loader's SIGKILL, which cannot replace the status
+// of a process already exiting), or was killed from outside before the
+// loader tried.
+func (r *procRunner) diedAlone() bool {
+	select {
+	case <-r.done:
+	default:
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.killedLive {
+		return true
+	}
+	ws, ok := r.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && (ws.Exited() || ws.Signaled() && ws.Signal() != syscall.SIGKILL)
 }
 
 // Wait implements runner.Runner: it waits until the plugin process is

@@ -2,15 +2,23 @@
 // BLAS kernels plus kernels that fail, crash the process (one after
 // writing half its buffer), sleep, or wait for a file. With
 // STARPU_TEST_CRASHY_EXIT_AT_START set it exits before serving, like a plugin that
-// crashes at start.
+// crashes at start; with STARPU_TEST_CRASHY_DIE_STARTING=FILE:N it does so
+// the first N times (counted in FILE); with STARPU_TEST_CRASHY_DIE_IN_INIT=FILE
+// it dies in its first driver Init (while FILE does not exist).
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/shm"
 
 	"github.com/starpu-go/starpu/pluginapi/kernel"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/cpudriver"
@@ -21,7 +29,15 @@ func main() {
 	if os.Getenv("STARPU_TEST_CRASHY_EXIT_AT_START") != "" {
 		os.Exit(3)
 	}
-	cpudriver.Serve(cpudriver.WithKernels(kernels.Library()...), cpudriver.WithKernels(
+	if spec := os.Getenv("STARPU_TEST_CRASHY_DIE_STARTING"); spec != "" {
+		file, n, _ := strings.Cut(spec, ":")
+		starts, _ := os.ReadFile(file)
+		if want, err := strconv.Atoi(n); err == nil && len(starts) < want {
+			os.WriteFile(file, append(starts, '.'), 0o600)
+			os.Exit(3)
+		}
+	}
+	opts := []cpudriver.Option{cpudriver.WithKernels(kernels.Library()...), cpudriver.WithKernels(
 		kernel.Kernel{Name: "test_fail", Func: func(*kernel.Context) error { return errors.New("deliberate failure") }},
 		// test_long_fail fails with an error longer than a completion ring
 		// message.
@@ -83,5 +99,25 @@ func main() {
 			time.Sleep(time.Duration(binary.LittleEndian.Uint64(c.Arg)))
 			return nil
 		}},
-	))
+	)}
+	driver.Serve(func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+		return &dyingInit{Driver: cpudriver.New(a, log, opts...), marker: os.Getenv("STARPU_TEST_CRASHY_DIE_IN_INIT")}, nil
+	})
+}
+
+// dyingInit is the CPU driver, except that its first Init kills the
+// process when marker names a file that does not exist yet (it creates it).
+type dyingInit struct {
+	*cpudriver.Driver
+	marker string
+}
+
+func (d *dyingInit) Init(ctx context.Context, req *driver.InitRequest) error {
+	if d.marker != "" {
+		if f, err := os.OpenFile(d.marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+			f.Close()
+			os.Exit(9)
+		}
+	}
+	return d.Driver.Init(ctx, req)
 }
