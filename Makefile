@@ -10,7 +10,7 @@ PLUGINS := $(BIN)/plugins/driver-cpu $(BIN)/plugins/sched-ws $(BIN)/plugins/driv
 RACE_PKGS := ./core/... ./pluginapi/... ./plugins/sched-ws/... ./plugins/sched-dmda/... ./plugins/sched-prio/... ./plugins/sched-random/... ./plugins/sched-lws/... ./plugins/sched-heteroprio/...
 PLAIN_PKGS := ./plugins/driver-cpu/... ./plugins/driver-opencl/... ./plugins/driver-cuda/... ./plugins/iface-csr/... ./plugins/iface-coo/... ./plugins/iface-bcsr/... ./plugins/internal/... ./cmd/... ./examples/... ./internal/guide/...
 
-.PHONY: all build demo test setup bench lint install uninstall
+.PHONY: all build demo test setup bench lint install uninstall faults
 all: build
 
 build:
@@ -103,6 +103,15 @@ fuzz:
 		echo "== $$name in $$pkg, $(FUZZTIME)"; \
 		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
 	done
+
+# The fault campaign, longer than the one `make test` runs (cmd/starpu's
+# TestFaultCampaign): FAULT_RUNS runs from FAULT_SEED, every policy, plugins
+# killed and stopped mid-run; it fails on a wrong result, an unclear error
+# or a hang, and ends with the counts.
+FAULT_RUNS ?= 200
+FAULT_SEED ?= 1
+faults: build
+	$(BIN)/starpu bench faults --runs $(FAULT_RUNS) --seed $(FAULT_SEED) --plugin-dir $(BIN)/plugins
 
 # Side-by-side figures with StarPU 1.3 from Debian (installs it if missing).
 bench: build

@@ -725,7 +725,7 @@ func TestCopyFrom(t *testing.T) {
 // plugin interfaces included.
 func TestRegisterNoHomeAndSame(t *testing.T) {
 	rt := start(t, core.Options{Config: testConfig(pluginDir)})
-	h, err := rt.RegisterNoHome(kernel.Layout{Interface: kernel.Matrix, ElemSize: 4, NX: 3, NY: 4, LD: 10})
+	h, err := rt.RegisterNoHome(kernel.Layout{Interface: kernel.Matrix, ElemSize: 4, NX: 3, NY: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1126,5 +1126,81 @@ func BenchmarkAcquireReleaseRW(b *testing.B) {
 	b.StopTimer()
 	if err := h.Unregister(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// A matrix or block registered without home keeps its leading dimensions,
+// and memory given with MatrixPtrRegister must have them: a port of
+// starpu_matrix_ptr_register(..., ld, ...) reads the right elements, or is
+// told why not (the ld was dropped, and column 1 read back as padding).
+func TestNoHomeLeadingDimension(t *testing.T) {
+	rt := start(t, core.Options{Config: testConfig(pluginDir)})
+	h, err := rt.RegisterNoHome(kernel.Layout{Interface: kernel.Matrix, ElemSize: 4, NX: 2, NY: 3, LD: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := h.Layout(); l.LD != 4 || h.AllocatedSize() != 40 {
+		t.Fatalf("layout %+v, allocated %d; want ld 4, 40 bytes", l, h.AllocatedSize())
+	}
+	mem, err := core.Malloc[float32](rt, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range mem {
+		mem[k] = -1 // padding
+	}
+	for j := range 3 {
+		for i := range 2 {
+			mem[j*4+i] = float32(10*j + i)
+		}
+	}
+	if err := core.MatrixPtrRegister(h, 0, mem, 2); !errors.Is(err, core.ErrInvalidData) || !strings.Contains(err.Error(), "leading dimension 2 for data registered with 4") {
+		t.Fatalf("memory with another ld: %v, want it refused naming both", err)
+	}
+	if err := core.MatrixPtrRegister(h, 0, mem, 4); err != nil {
+		t.Fatal(err)
+	}
+	packed := make([]float32, 6)
+	dst, err := core.RegisterMatrix(rt, packed, 2, 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.CopyFrom(h); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []float32{0, 1, 10, 11, 20, 21}; !slices.Equal(packed, want) {
+		t.Fatalf("read back %v, want %v", packed, want)
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []kernel.Layout{
+		{Interface: kernel.Matrix, ElemSize: 4, NX: 3, NY: 2, LD: 2},
+		{Interface: kernel.Block, ElemSize: 4, NX: 2, NY: 2, NZ: 2, LD: 1},
+		{Interface: kernel.Block, ElemSize: 4, NX: 2, NY: 2, NZ: 2, LD: 3, LDZ: 5},
+	} {
+		if _, err := rt.RegisterNoHome(l); !errors.Is(err, core.ErrInvalidData) || !strings.Contains(err.Error(), "below") {
+			t.Errorf("register without home %+v: %v, want a leading dimension refused", l, err)
+		}
+	}
+	b, err := rt.RegisterNoHome(kernel.Layout{Interface: kernel.Block, ElemSize: 4, NX: 2, NY: 2, NZ: 2, LD: 3, LDZ: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := b.Layout(); l.LD != 3 || l.LDZ != 8 {
+		t.Fatalf("block layout %+v, want ldy 3, ldz 8", l)
+	}
+	bm, _ := core.Malloc[float32](rt, 16)
+	if err := core.BlockPtrRegister(b, 0, bm, 3, 6); !errors.Is(err, core.ErrInvalidData) {
+		t.Fatalf("block memory with another ldz: %v, want it refused", err)
+	}
+	if err := core.BlockPtrRegister(b, 0, bm, 3, 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Unregister(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -3,6 +3,7 @@ package core
 // Handle metadata, pack; design note: docs/design/interfaces.md.
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -136,8 +137,10 @@ func (h *Handle) AdviseAsImportant(important bool) { h.x.important.Store(importa
 
 // RegisterNoHome registers data without application memory (StarPU's
 // registration with home node -1), with layout l of a built-in interface
-// (Variable, Vector, Matrix or Block; leading dimensions are ignored: the
-// data is stored packed). Its RAM replicate takes arena space at once but
+// (Variable, Vector, Matrix or Block). A matrix's or block's leading
+// dimensions are kept when given (LD, LDZ; 0 is packed): the RAM replicate
+// is laid out with them, as memory given later with PtrRegister must be.
+// Its RAM replicate takes arena space at once but
 // memory only on first write: its pages are handed back to the OS and read
 // as zeros until written (a read before any write sees zeros); device
 // replicates are allocated on first use as for any handle. Unregister frees
@@ -157,11 +160,22 @@ func (rt *Runtime) RegisterNoHome(l kernel.Layout) (*Handle, error) {
 		p.NX = l.NX
 		dims = []uint64{l.NX}
 	case kernel.Matrix:
-		p.NX, p.NY, p.LD = l.NX, l.NY, l.NX
-		dims = []uint64{l.NX, l.NY}
+		p.NX, p.NY, p.LD = l.NX, l.NY, cmp.Or(l.LD, l.NX)
+		if p.LD < p.NX {
+			return nil, fmt.Errorf("%w: register matrix without home: leading dimension %d is below nx %d", ErrInvalidData, p.LD, p.NX)
+		}
+		dims = []uint64{p.LD, l.NY} // bounds the span; LD >= NX
 	case kernel.Block:
-		p.NX, p.NY, p.NZ, p.LD, p.LDZ = l.NX, l.NY, l.NZ, l.NX, l.NX*l.NY
-		dims = []uint64{l.NX, l.NY, l.NZ}
+		p.NX, p.NY, p.NZ, p.LD = l.NX, l.NY, l.NZ, cmp.Or(l.LD, l.NX)
+		hi, plane := bits.Mul64(p.LD, l.NY)
+		if hi != 0 || l.NX == 0 || l.NY == 0 {
+			return nil, fmt.Errorf("%w: register block without home: dimensions %d x %d x %d, ldy %d", ErrInvalidData, l.NX, l.NY, l.NZ, p.LD)
+		}
+		p.LDZ = cmp.Or(l.LDZ, plane)
+		if p.LD < p.NX || p.LDZ < plane {
+			return nil, fmt.Errorf("%w: register block without home: leading dimensions %d and %d are below nx %d and ldy*ny %d", ErrInvalidData, p.LD, p.LDZ, p.NX, plane)
+		}
+		dims = []uint64{p.LDZ, l.NZ} // bound the span
 	default:
 		return nil, fmt.Errorf("%w: register without home: interface %s is not built in; use RegisterSame on a handle of it", ErrInvalidData, l.Interface)
 	}
@@ -223,8 +237,9 @@ func (rt *Runtime) allocNoHome(h *Handle) (*Handle, error) {
 // starpu_vector_ptr_register and the other *_ptr_register helpers, with
 // starpu_data_ptr_register). As in StarPU it must come right after the
 // registration, before any access to the handle. mem holds the data as
-// RegisterNoHome lays it out (packed; for a data interface plugin, the
-// interface's region) and becomes the value: reads see what it holds.
+// RegisterNoHome lays it out (with the layout's leading dimensions, which
+// MatrixPtrRegister and BlockPtrRegister check; for a data interface
+// plugin, the interface's region) and becomes the value: reads see what it holds.
 // The runtime works on it in place and never frees it: once the handle is
 // unregistered, mem holds the final value, and the application frees it.
 //
@@ -290,6 +305,32 @@ func PtrRegister[T Elem](h *Handle, node int, mem []T) error {
 		return fmt.Errorf("pointer register %s: free the runtime's copy: %w", h, err)
 	}
 	return nil
+}
+
+// MatrixPtrRegister is PtrRegister for a matrix handle with the memory's
+// leading dimension ld (StarPU's starpu_matrix_ptr_register): ld must be
+// the one the handle was registered with (RegisterNoHome keeps the layout's
+// LD), or the kernels would read the wrong elements; any other is refused,
+// saying so.
+func MatrixPtrRegister[T Elem](h *Handle, node int, mem []T, ld uint64) error {
+	if l := h.layout; h.iface != nil || l.Interface != kernel.Matrix {
+		return fmt.Errorf("%w: matrix pointer register %s: it is not a matrix", ErrInvalidData, h)
+	} else if ld != l.LD {
+		return fmt.Errorf("%w: matrix pointer register %s: memory with leading dimension %d for data registered with %d: register it with LD %d (RegisterNoHome keeps it), or lay the memory out with %d", ErrInvalidData, h, ld, l.LD, ld, l.LD)
+	}
+	return PtrRegister(h, node, mem)
+}
+
+// BlockPtrRegister is PtrRegister for a block handle with the memory's
+// leading dimensions ldy and ldz (StarPU's starpu_block_ptr_register), which
+// must be those the handle was registered with; others are refused.
+func BlockPtrRegister[T Elem](h *Handle, node int, mem []T, ldy, ldz uint64) error {
+	if l := h.layout; h.iface != nil || l.Interface != kernel.Block {
+		return fmt.Errorf("%w: block pointer register %s: it is not a block", ErrInvalidData, h)
+	} else if ldy != l.LD || ldz != l.LDZ {
+		return fmt.Errorf("%w: block pointer register %s: memory with leading dimensions %d and %d for data registered with %d and %d: register it with those (RegisterNoHome keeps them), or lay the memory out with %d and %d", ErrInvalidData, h, ldy, ldz, l.LD, l.LDZ, l.LD, l.LDZ)
+	}
+	return PtrRegister(h, node, mem)
 }
 
 // LocalPointer returns the address of the handle's replicate in RAM, in the

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/starpu-go/starpu/core/config"
+	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 )
 
@@ -87,5 +89,13 @@ func TestReloadKernels(t *testing.T) {
 				t.Fatalf("loaded %v, want a, b, c in their first order", tc.drv.names)
 			}
 		})
+	}
+}
+
+// The shortest plugin timeout the configuration accepts leaves a plugin
+// three heartbeats: below that every plugin would be killed as hung.
+func TestMinPluginTimeout(t *testing.T) {
+	if config.MinPluginTimeout < 3*base.HeartbeatEvery {
+		t.Fatalf("config.MinPluginTimeout = %v, under three heartbeats of %v", config.MinPluginTimeout, base.HeartbeatEvery)
 	}
 }

@@ -95,6 +95,15 @@ func (rt *Runtime) DriverNotes() []DriverNote {
 	return out
 }
 
+// SchedPid is the process of the global context's scheduler plugin, or 0
+// for an in-process policy.
+func (rt *Runtime) SchedPid() int {
+	if p := rt.global.plugin(); p != nil {
+		return p.Pid()
+	}
+	return 0
+}
+
 // SchedName is the scheduling policy in use.
 func (rt *Runtime) SchedName() string { return rt.cfg.Sched }
 

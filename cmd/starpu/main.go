@@ -36,6 +36,8 @@ commands:
                            (mpirun -np 2 starpu bench mpi)
   bench soak               a long mixed workload while memory and goroutines are sampled:
                            tells whether they stay flat (--duration, --max-growth-pct)
+  bench faults             a seeded fault campaign: plugins killed or stopped mid-run; every
+                           run must verify or fail naming the fault (--runs, --seed)
   sched list               scheduling policies in the plugin directory, with their settings
   perfmodel list           performance models stored for this host
   perfmodel show NAME      a model's history per architecture and its regression
@@ -113,7 +115,7 @@ func dispatch(ctx context.Context, args []string, out io.Writer) error {
 		return usagef("run: unknown workload %q (vector-scal, cholesky, spmv, cg)", args[1])
 	case "bench":
 		if len(args) < 2 {
-			return usagef("bench: which benchmark? (overhead, bandwidth, sgemm, soak, mpi)")
+			return usagef("bench: which benchmark? (overhead, bandwidth, sgemm, soak, mpi, faults)")
 		}
 		switch args[1] {
 		case "-h", "-help", "--help":
@@ -129,8 +131,10 @@ func dispatch(ctx context.Context, args []string, out io.Writer) error {
 			return soak(ctx, args[2:], out)
 		case "mpi":
 			return benchMPI(ctx, args[2:], out)
+		case "faults":
+			return faultsBench(ctx, args[2:], out)
 		}
-		return usagef("bench: unknown benchmark %q (overhead, bandwidth, sgemm, soak, mpi)", args[1])
+		return usagef("bench: unknown benchmark %q (overhead, bandwidth, sgemm, soak, mpi, faults)", args[1])
 	case "sched":
 		return schedCmd(ctx, args[1:], out)
 	case "perfmodel":

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	// fuzz worker, and its targets need no plugin.
 	flag.Parse()
 	if flag.Lookup("test.fuzz").Value.String() == "" {
-		for _, p := range []string{"driver-cpu", "sched-ws", "driver-opencl", "sched-dmda", "iface-csr"} {
+		for _, p := range []string{"driver-cpu", "sched-ws", "driver-opencl", "sched-dmda", "iface-csr", "sched-lws", "sched-prio", "sched-random", "sched-heteroprio"} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(pluginDir, p), "../../plugins/"+p)
 			cmd.Stderr = os.Stderr
 			if err := cmd.Run(); err != nil {

@@ -43,6 +43,10 @@ const (
 	// DefaultPluginTimeout is how long a plugin process may miss its
 	// heartbeat before it is reported, killed and handled as crashed.
 	DefaultPluginTimeout = 10 * time.Second
+	// MinPluginTimeout is the shortest plugin timeout accepted: three
+	// heartbeats (pluginapi/base.HeartbeatEvery, checked by a test), so
+	// that a plugin one beat late is not killed as hung.
+	MinPluginTimeout = 300 * time.Millisecond
 	// PluginSubdir is the directory, beside the executable, in which plugin
 	// binaries are looked for by default.
 	PluginSubdir = "plugins"
@@ -394,6 +398,9 @@ func (c *Config) Validate() error {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s: %s is invalid (want >= 0)", d.name, d.v))
 		}
+	}
+	if c.PluginTimeout > 0 && c.PluginTimeout < MinPluginTimeout {
+		errs = append(errs, fmt.Errorf("plugin_timeout: %s is shorter than %s: plugins beat every 100ms, and every one would be killed as hung (want 0 to turn the check off, or at least %s)", c.PluginTimeout, MinPluginTimeout, MinPluginTimeout))
 	}
 	for _, k := range sortedKeys(c.Plugins) {
 		p := c.Plugins[k]

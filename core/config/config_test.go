@@ -370,6 +370,8 @@ func TestValidate(t *testing.T) {
 		{"min submitted alone", func(c *Config) { c.LimitMinSubmitted = 5 }, "means nothing without limit_max_submitted_tasks"},
 		{"min submitted not below max", func(c *Config) { c.LimitMaxSubmitted, c.LimitMinSubmitted = 5, 5 }, "is not below limit_max_submitted_tasks 5"},
 		{"ncpu -2", func(c *Config) { c.NCPU = -2 }, "ncpu"},
+		{"plugin timeout below three heartbeats", func(c *Config) { c.PluginTimeout = 50 * time.Millisecond }, "plugin_timeout: 50ms is shorter than 300ms"},
+		{"plugin timeout of three heartbeats", func(c *Config) { c.PluginTimeout = MinPluginTimeout }, ""},
 		{"queue depth 0", func(c *Config) { c.QueueDepth = 0 }, "queue_depth"},
 		{"queue depth 65", func(c *Config) { c.QueueDepth = 65 }, "queue_depth"},
 		{"spin -1", func(c *Config) { c.SpinIters = -1 }, "spin_iters"},
