@@ -102,6 +102,11 @@ type Task struct {
 	// job is the task's runtime side: created by Submit, or earlier by a
 	// dependency declaration.
 	job *job
+	// nsub counts the task's submissions (Submit and Regenerate's), for
+	// the declared dependencies of the tasks that wait for it; decl is what
+	// DeclareDeps declared on it, for all its runs (task_deps.go).
+	nsub int32 // atomically
+	decl *taskDecl
 }
 
 // Err returns the task's error once it has completed: a kernel failure, a
@@ -164,7 +169,7 @@ func (t *Task) ModelName() string {
 // declarations.
 func (t *Task) Dup() *Task {
 	d := *t
-	d.job = nil
+	d.job, d.nsub, d.decl = nil, 0, nil
 	d.Handles = clone(t.Handles)
 	d.Modes = clone(t.Modes)
 	d.Nodes = clone(t.Nodes)
@@ -315,9 +320,6 @@ type jobExt struct {
 	// counts the others. Wait reports them once the task stops.
 	runErrs        []error
 	runErrsDropped int
-	// declPreds (on the head) are the tasks DeclareDeps made the task
-	// wait for: every run Regenerate makes waits for them again.
-	declPreds []*Task
 	// endedPreds are predecessors DeclareDeps was given that had already
 	// terminated before the job was submitted: no wait, but the trace
 	// records their edges once the submission is (traceEndedPreds).
@@ -476,6 +478,7 @@ func (rt *Runtime) Submit(t *Task) error {
 		rt.traceEndedPreds(j)
 	}
 	t.job = j
+	rt.bindDeclared(t, j, atomic.AddInt32(&t.nsub, 1))
 	rt.waits.pending.Add(1)
 	if c := t.SchedContext; c != nil {
 		j.ctx = c
@@ -1231,7 +1234,7 @@ func (rt *Runtime) regenerate(old *job) bool {
 	h.mu.Lock()
 	h.x().cur = j
 	h.mu.Unlock()
-	rt.redeclareDeps(t, h, j)
+	rt.bindDeclared(t, j, atomic.AddInt32(&t.nsub, 1))
 	// The new submission counts in the context it goes to, in place of the
 	// old one (a callback may have changed Task.SchedContext).
 	if j.ctx = t.SchedContext; j.ctx != old.ctx {

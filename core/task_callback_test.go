@@ -232,3 +232,95 @@ func TestDeclareDepsPersistAcrossRegenerations(t *testing.T) {
 		}
 	}
 }
+
+// StarPU's subgraph_repeat tests: a diamond A -> B, C -> D whose
+// dependencies are declared once, run again and again, each run of each
+// task after the same run of its predecessors. In "resubmit", D's callback
+// submits A, B, C and D again (tests/main/subgraph_repeat.c); in
+// "regenerate", B, C and D have Regenerate set and D's callback submits A
+// again (subgraph_repeat_regenerate.c). Before, the first was refused
+// ("already submitted": the resubmitted tasks kept no dependency, so D ran
+// before A) and in the second a regenerated B ran before the next A.
+func TestSubgraphRepeat(t *testing.T) {
+	for _, regenerate := range []bool{false, true} {
+		name := map[bool]string{false: "resubmit", true: "regenerate"}[regenerate]
+		t.Run(name, func(t *testing.T) {
+			rt := startWorkers(t, 2, nil)
+			const niter = 25
+			var runs [4]atomic.Int32 // A, B, C, D
+			var mu sync.Mutex
+			var bad []string
+			check := func(what string, ok bool) {
+				if !ok {
+					mu.Lock()
+					bad = append(bad, what)
+					mu.Unlock()
+				}
+			}
+			tasks := make([]*core.Task, 4)
+			for i, n := range []string{"A", "B", "C", "D"} {
+				tasks[i] = &core.Task{Codelet: emptyCl, Name: n, Regenerate: regenerate && i > 0}
+			}
+			a, b, c, d := tasks[0], tasks[1], tasks[2], tasks[3]
+			done := make(chan error, 1)
+			a.Callback = func(*core.Task) { runs[0].Add(1) }
+			for i, tk := range []*core.Task{b, c} {
+				tk.Callback = func(tk *core.Task) {
+					k := runs[i+1].Add(1)
+					check(fmt.Sprintf("%s run %d after %d runs of A", tk.Name, k, runs[0].Load()), runs[0].Load() == k)
+					if k == niter {
+						tk.Regenerate = false // as StarPU's test does
+					}
+				}
+			}
+			d.Callback = func(tk *core.Task) {
+				k := runs[3].Add(1)
+				check(fmt.Sprintf("D run %d after %d runs of B and %d of C", k, runs[1].Load(), runs[2].Load()), runs[1].Load() == k && runs[2].Load() == k)
+				if k == niter {
+					tk.Regenerate = false
+					done <- nil
+					return
+				}
+				resubmit := tasks
+				if regenerate {
+					resubmit = tasks[:1]
+				}
+				for _, r := range resubmit {
+					if err := rt.Submit(r); err != nil {
+						done <- fmt.Errorf("run %d: resubmit %s: %w", k, r.Name, err)
+						return
+					}
+				}
+			}
+			for _, dep := range [][2]*core.Task{{b, a}, {c, a}, {d, b}, {d, c}} {
+				if err := rt.DeclareDeps(dep[0], dep[1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, tk := range tasks {
+				if err := rt.Submit(tk); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("hung: runs %d %d %d %d", runs[0].Load(), runs[1].Load(), runs[2].Load(), runs[3].Load())
+			}
+			if err := rt.WaitForAll(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range runs {
+				if n := runs[i].Load(); n != niter {
+					t.Errorf("task %s ran %d times, want %d", tasks[i].Name, n, niter)
+				}
+			}
+			if len(bad) > 0 {
+				t.Fatalf("out of order: %v", bad[:min(len(bad), 5)])
+			}
+		})
+	}
+}

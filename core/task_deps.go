@@ -5,12 +5,46 @@ package core
 import (
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // Explicit dependencies between tasks, as StarPU's starpu_task_dep.h. They
 // may be declared before any of the tasks is submitted, in any order: a
 // predecessor submitted later is waited for, one that already terminated
 // counts as met. Declarations must not race with Submit of the same tasks.
+//
+// Declared once, they hold for every later run of the task, submitted
+// again or regenerated, as in StarPU (tests/main/subgraph_repeat*.c): runs
+// are matched by count. Each task counts its submissions (Task.nsub); for
+// each predecessor P the task remembers which run of P its last run waited
+// for (declPred.seen), and its next run waits for the run after that: P's
+// run in flight or over if P has been submitted that often, else P's next
+// submission (nextRun), however long it takes to come. So in a diamond
+// A -> B, C -> D whose D resubmits all four from its callback, run k of B
+// waits for run k of A, whichever order the callback submits them in and
+// however fast A runs.
+//
+// Rejected: waiting for the predecessor's run in flight, and counting one
+// that is over as met (what was done before). A rerun then raced its
+// predecessor's resubmission: B resubmitted after the next A, or
+// regenerated, ran before that A had run.
+
+// taskDecl is what DeclareDeps declared on a task, for all its runs. mu
+// guards it; bound is the run (Task.nsub) the declared dependencies were
+// last bound to.
+type taskDecl struct {
+	mu    sync.Mutex
+	preds []declPred
+	bound int32
+}
+
+// declPred is a declared predecessor and the run of it that the task's
+// run bound last waits for (its Task.nsub then, or the one to come).
+type declPred struct {
+	t    *Task
+	seen int32
+}
 
 // DeclareDeps makes t wait for the termination of every task of preds
 // (StarPU's starpu_task_declare_deps; pass a slice with preds...). Calls
@@ -37,9 +71,20 @@ func (rt *Runtime) DeclareDeps(t *Task, preds ...*Task) error {
 		return nil
 	}
 	j, live := rt.declTarget(t)
-	for _, p := range preds {
+	// The run of t the dependencies apply to: its current one when it is
+	// in flight, else its next submission.
+	run := atomic.LoadInt32(&t.nsub)
+	if !live {
+		run++
+	}
+	seen := make([]int32, len(preds))
+	for i, p := range preds {
 		pj := rt.predJob(p)
 		pj.mu.Lock()
+		seen[i] = atomic.LoadInt32(&p.nsub)
+		if !pj.isSubmitted() {
+			seen[i]++ // p's next submission
+		}
 		if pj.released {
 			pj.mu.Unlock()
 			rt.traceEndedPred(pj, j, live)
@@ -60,16 +105,22 @@ func (rt *Runtime) DeclareDeps(t *Task, preds ...*Task) error {
 		pj.x().tsuccs = append(pj.x().tsuccs, j)
 		pj.mu.Unlock()
 	}
-	// Kept on the head for the runs Regenerate makes (redeclareDeps).
-	h := t.job
-	h.mu.Lock()
-	x := h.x()
-	for _, p := range preds {
-		if !slices.Contains(x.declPreds, p) {
-			x.declPreds = append(x.declPreds, p)
+	// Kept on the task for its later runs (bindDeclared).
+	if t.decl == nil {
+		t.decl = &taskDecl{}
+	}
+	d := t.decl
+	d.mu.Lock()
+	d.bound = max(d.bound, run)
+	for i, p := range preds {
+		k := slices.IndexFunc(d.preds, func(dp declPred) bool { return dp.t == p })
+		if k < 0 {
+			d.preds = append(d.preds, declPred{t: p, seen: seen[i]})
+		} else {
+			d.preds[k].seen = max(d.preds[k].seen, seen[i])
 		}
 	}
-	h.mu.Unlock()
+	d.mu.Unlock()
 	return nil
 }
 
@@ -106,28 +157,37 @@ func (rt *Runtime) traceEndedPreds(j *job) {
 	}
 }
 
-// redeclareDeps makes j, the next run of regenerated task t (head h), wait
-// for t's declared predecessors: the run of each in flight, else the next
-// run of one with Regenerate set; a predecessor that terminated and will
-// not run again counts as met. Before j is enqueued.
-func (rt *Runtime) redeclareDeps(t *Task, h, j *job) {
-	h.mu.Lock()
-	var preds []*Task
-	if x := h.ext.Load(); x != nil {
-		preds = slices.Clone(x.declPreds)
+// bindDeclared makes j, run number run of t (Submit's or Regenerate's),
+// wait for t's declared predecessors, each for the run after the one t's
+// previous run waited for (see the header), unless DeclareDeps bound them
+// to this run already. Before j is enqueued.
+func (rt *Runtime) bindDeclared(t *Task, j *job, run int32) {
+	d := t.decl
+	if d == nil {
+		return
 	}
-	h.mu.Unlock()
-	for _, p := range preds {
-		pj := rt.predJob(p)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.bound >= run {
+		return
+	}
+	d.bound = run
+	for i := range d.preds {
+		dp := &d.preds[i]
+		p := dp.t
+		want := dp.seen + 1
+		var pj *job
+		if atomic.LoadInt32(&p.nsub) >= want {
+			// p has run that often: its run in flight, or over.
+			pj, dp.seen = p.current(), atomic.LoadInt32(&p.nsub)
+		} else {
+			pj, dp.seen = rt.nextRun(p), want
+		}
 		pj.mu.Lock()
 		if pj.released {
 			pj.mu.Unlock()
-			if !p.Regenerate {
-				rt.traceEndedPred(pj, j, true) // j's submission is recorded
-				continue
-			}
-			pj = rt.nextRun(p)
-			pj.mu.Lock()
+			rt.traceEndedPred(pj, j, true) // j's submission is recorded
+			continue
 		}
 		j.ndeps.Add(1)
 		j.taskDeps.Add(1)
