@@ -30,6 +30,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/starpu-go/starpu/core/config"
 	"github.com/starpu-go/starpu/core/internal/dashboard"
 	"github.com/starpu-go/starpu/core/internal/loader"
 	"github.com/starpu-go/starpu/pluginapi/wire"
@@ -49,6 +50,12 @@ func (rt *Runtime) listenDashboard(opt Options) error {
 	s, err := dashboard.Listen(addr)
 	if err != nil {
 		return err
+	}
+	if tok := rt.getenv(config.EnvDashboardToken); tok != "" {
+		s.SetToken(tok)
+	}
+	if s.Exposed() {
+		rt.log.Warn("the live dashboard listens beyond this machine: anyone who reaches it sees the runtime's pids, codelets and errors; bind it to 127.0.0.1, or set "+config.EnvDashboardToken, "address", s.Addr())
 	}
 	rt.dash = s
 	return nil

@@ -42,6 +42,9 @@ const (
 	EnvWatchdogDelay = "STARPU_WATCHDOG_DELAY"
 	// EnvDashboard: the live dashboard's address, host:port.
 	EnvDashboard = "STARPU_DASHBOARD"
+	// EnvDashboardToken: when set, the dashboard answers only requests
+	// that carry it (?token=, a cookie, or Authorization: Bearer).
+	EnvDashboardToken = "STARPU_DASHBOARD_TOKEN"
 	// The combined workers' sizes (Config.MinWorkerSize, MaxWorkerSize):
 	// integers >= 0.
 	EnvMinWorkerSize = "STARPU_MIN_WORKERSIZE"

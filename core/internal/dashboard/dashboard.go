@@ -35,6 +35,7 @@ package dashboard
 
 import (
 	"context"
+	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -79,10 +81,28 @@ type Server struct {
 	body []byte
 	// now is the sampling clock: time.Now, or a test's.
 	now func() time.Time
+
+	// loopback: bound to a loopback address, where only requests naming
+	// a loopback host are answered (a DNS rebinding page names its own).
+	loopback bool
+	// token, when set, is asked of every request (SetToken).
+	token string
 }
+
+// Exposed reports whether the server listens beyond the loopback
+// interface (an address given explicitly), which has the caller warn.
+func (s *Server) Exposed() bool { return !s.loopback }
+
+// SetToken makes the server answer only requests that carry tok: as
+// ?token=, which also sets a cookie so that the page's own requests carry
+// it, as that cookie, or as "Authorization: Bearer". Before Serve.
+func (s *Server) SetToken(tok string) { s.token = tok }
 
 // Listen binds addr (host:port; port 0 picks a free port) so that a bad
 // address or a port in use is an error now; Serve then starts answering.
+// With no host (":8090") it binds the loopback interface: the page shows
+// pids, codelet names and plugin errors, so exposing it must be asked for
+// by naming a host (0.0.0.0 for every interface).
 func Listen(addr string) (*Server, error) {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -91,11 +111,17 @@ func Listen(addr string) (*Server, error) {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return nil, fmt.Errorf("dashboard address %q: port %q is not a number from 0 to 65535", addr, port)
 	}
-	ln, err := net.Listen("tcp", addr)
+	host, _, _ := net.SplitHostPort(addr)
+	bind := addr
+	if host == "" {
+		bind = net.JoinHostPort("127.0.0.1", port)
+	}
+	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard address %q: %w", addr, err)
 	}
-	return &Server{ln: ln, now: time.Now}, nil
+	ip := ln.Addr().(*net.TCPAddr).IP
+	return &Server{ln: ln, now: time.Now, loopback: ip.IsLoopback()}, nil
 }
 
 // Addr is the address the server listens on, host:port, with the port
@@ -112,7 +138,7 @@ func (s *Server) Serve(src Source, errLog *log.Logger) {
 	mux.HandleFunc("GET /{$}", s.servePage)
 	mux.HandleFunc("GET /api/snapshot", s.serveSnapshot)
 	s.http = &http.Server{
-		Handler:           mux,
+		Handler:           s.guard(mux),
 		ReadHeaderTimeout: 5 * time.Second,
 		WriteTimeout:      SampleTimeout + 5*time.Second,
 		IdleTimeout:       time.Minute,
@@ -153,6 +179,53 @@ func (s *Server) close(ctx context.Context) error {
 		return fmt.Errorf("dashboard: close: %w", err)
 	}
 	return nil
+}
+
+// guard answers 403 to a request whose Host names no loopback host while
+// the server listens on loopback (DNS rebinding: a page of another site
+// whose name resolves to 127.0.0.1), and 401 to one without the token
+// when SetToken gave one.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.loopback && !loopbackHost(r.Host) {
+			http.Error(w, "dashboard: this server answers only requests to localhost", http.StatusForbidden)
+			return
+		}
+		if s.token != "" {
+			given := r.URL.Query().Get("token")
+			if c, err := r.Cookie(tokenCookie); given == "" && err == nil {
+				given = c.Value
+			}
+			if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); given == "" && ok {
+				given = b
+			}
+			if subtle.ConstantTimeCompare([]byte(given), []byte(s.token)) != 1 {
+				http.Error(w, "dashboard: a token is required (open the page with ?token=...)", http.StatusUnauthorized)
+				return
+			}
+			if r.URL.Query().Get("token") != "" {
+				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// tokenCookie carries the token for the page's own requests.
+const tokenCookie = "starpu_dashboard_token"
+
+// loopbackHost reports whether host (a Host header: name or IP, with or
+// without a port) names the loopback interface.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {

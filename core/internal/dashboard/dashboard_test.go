@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -119,5 +120,66 @@ func TestListenErrors(t *testing.T) {
 		} else if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `"`+c.addr+`"`) {
 			t.Errorf("Listen(%q): %v; want %q and the address", c.addr, err, c.want)
 		}
+	}
+}
+
+// With no host the server binds loopback; a request naming another host
+// (DNS rebinding) is refused; with a token, only requests carrying it are
+// answered, and the page's own requests carry it as a cookie.
+func TestGuard(t *testing.T) {
+	s, err := Listen(":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if host, _, _ := net.SplitHostPort(s.Addr()); host != "127.0.0.1" || s.Exposed() {
+		t.Fatalf("Listen(\":0\") bound %s (exposed %v), want 127.0.0.1", s.Addr(), s.Exposed())
+	}
+	s.SetToken("s3cret")
+	s.Serve(func(context.Context) Snapshot { return Snapshot{Engine: "ok"} }, nil)
+	get := func(path, host string, hdr map[string]string, cookies ...*http.Cookie) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+s.Addr()+path, nil)
+		if host != "" {
+			req.Host = host
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		for _, c := range cookies {
+			req.AddCookie(c)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, c := range []struct {
+		name, path, host string
+		hdr              map[string]string
+		want             int
+	}{
+		{"another host", "/api/snapshot?token=s3cret", "rebind.example:8090", nil, http.StatusForbidden},
+		{"no token", "/api/snapshot", "", nil, http.StatusUnauthorized},
+		{"wrong token", "/api/snapshot?token=nope", "", nil, http.StatusUnauthorized},
+		{"bearer", "/api/snapshot", "localhost:1", map[string]string{"Authorization": "Bearer s3cret"}, http.StatusOK},
+		{"query", "/?token=s3cret", "", nil, http.StatusOK},
+	} {
+		if got := get(c.path, c.host, c.hdr).StatusCode; got != c.want {
+			t.Errorf("%s: status %d, want %d", c.name, got, c.want)
+		}
+	}
+	page := get("/?token=s3cret", "", nil)
+	var cookie *http.Cookie
+	for _, ck := range page.Cookies() {
+		cookie = ck
+	}
+	if cookie == nil {
+		t.Fatal("the page opened with the token set no cookie")
+	}
+	if got := get("/api/snapshot", "[::1]:9", nil, cookie).StatusCode; got != http.StatusOK {
+		t.Errorf("the page's own request with the cookie: status %d", got)
 	}
 }
