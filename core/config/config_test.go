@@ -482,3 +482,31 @@ func TestSubmitLimits(t *testing.T) {
 		}
 	}
 }
+
+// A file nested deeper than MaxNesting is refused with a position, in
+// HCL's syntax and in JSON, before the parser recurses (100,000 levels
+// overflowed its stack); brackets in strings and comments do not count.
+func TestNestingBounded(t *testing.T) {
+	deep := func(open, close string, n int) string {
+		return strings.Repeat(open, n) + strings.Repeat(close, n)
+	}
+	for _, c := range []struct {
+		name, file, src string
+		ok              bool
+	}{
+		{"hcl 100000 deep", "deep.hcl", "x = " + deep("[", "]", 100000) + "\n", false},
+		{"json 100000 deep", "deep.json", `{"x": ` + deep("[", "]", 100000) + "}", false},
+		{"brackets in a string and a comment", "s.hcl", "# " + strings.Repeat("{", 100) + "\nsched = \"" + strings.Repeat("{", 100) + "\"\n", true},
+		{"a few levels", "ok.hcl", "sched = \"ws\"\nplugin \"sched-ws\" {\n  config {\n  }\n}\n", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.src), c.file)
+			switch {
+			case c.ok && err != nil && strings.Contains(err.Error(), "Nested too deeply"):
+				t.Fatalf("refused: %v", err)
+			case !c.ok && (err == nil || !strings.Contains(err.Error(), "more than 64 levels") || !strings.Contains(err.Error(), c.file+":1")):
+				t.Fatalf("Parse: %v, want nesting refused at %s:1", err, c.file)
+			}
+		})
+	}
+}

@@ -132,6 +132,9 @@ func Load(dir, symbol string) (*Model, error) {
 
 func load(dir, host, symbol string) (*Model, error) {
 	path := modelPath(dir, host, symbol)
+	if st, err := os.Stat(path); err == nil && st.Size() > MaxModelFile {
+		return nil, fmt.Errorf("perfmodel: %s: %d bytes, more than a model may hold (%d)", path, st.Size(), MaxModelFile)
+	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		have, lerr := list(dir, host)
@@ -155,6 +158,15 @@ func load(dir, host, symbol string) (*Model, error) {
 	m.host = host
 	return m, nil
 }
+
+// MaxEntries bounds the footprints of one architecture in a model file, and
+// MaxModelFile a model file's size: a model holds one entry per data size
+// its codelet ran on, a few hundred at most in practice, and a file of
+// 300,000 entries made a small Cholesky take 28 s.
+const (
+	MaxEntries   = 10000
+	MaxModelFile = 16 << 20
+)
 
 // decodeModel parses a model file; errors name the line or the field.
 func decodeModel(b []byte, symbol string) (*Model, error) {
@@ -188,6 +200,9 @@ func decodeModel(b []byte, symbol string) (*Model, error) {
 		key := modelKey{fa.Arch, fa.Impl}
 		if archs.get(key.arch, key.impl) != nil {
 			return nil, fmt.Errorf("field %s: architecture %q implementation %d appears twice", at, fa.Arch, fa.Impl)
+		}
+		if len(fa.Entries) > MaxEntries {
+			return nil, fmt.Errorf("field %s.entries: %d entries, more than a model keeps (%d)", at, len(fa.Entries), MaxEntries)
 		}
 		a := &archModel{}
 		fps := map[uint32]*entry{}

@@ -135,8 +135,10 @@ type DB struct {
 // database. calibrate is STARPU_CALIBRATE: 0 uses the models and adds samples
 // only where an entry is not calibrated yet; 1 adds every sample, even to
 // calibrated entries; 2 ignores the stored models and calibrates from
-// scratch (Save replaces the files of the models that got samples). A stored model that cannot be read is an
-// error naming its file. log may be nil.
+// scratch (Save replaces the files of the models that got samples). A stored
+// model that cannot be read (corrupt, or beyond MaxEntries or MaxModelFile)
+// is renamed with ".bad" added, with a warning naming it, and its model
+// starts empty. log may be nil.
 func Open(dir string, calibrate int, log hclog.Logger) (*DB, error) {
 	if dir == "" {
 		return nil, errors.New("perfmodel: empty model directory")
@@ -159,7 +161,16 @@ func Open(dir string, calibrate int, log hclog.Logger) (*DB, error) {
 	for _, s := range symbols {
 		m, err := load(dir, db.host, s)
 		if err != nil {
-			return nil, err
+			// One unreadable file (corrupt, truncated, too large) costs
+			// its model's history, not every run of its codelet: it is
+			// kept aside for a look, and the model calibrates anew.
+			path := modelPath(dir, db.host, s)
+			aside := path + ".bad"
+			if rerr := os.Rename(path, aside); rerr != nil {
+				aside = "(could not be moved: " + rerr.Error() + ")"
+			}
+			log.Warn("performance model file cannot be read: set aside, the model calibrates anew", "file", path, "kept_as", aside, "error", err)
+			continue
 		}
 		m.calibrate = calibrate
 		db.models[s] = m

@@ -2,6 +2,7 @@ package perfmodel
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 const testHost = "testhost"
@@ -421,12 +424,19 @@ func TestCorruptFile(t *testing.T) {
   "archs": [{"arch": "cpu", "entries": [ENTRY], "regression": {"samples": 0}}]
 }`
 	entry := `{"footprint": "0x0000abcd", "size": 8, "mean_ns": 10, "dev_ns": 1, "samples": 3}`
+	many := make([]string, MaxEntries+1)
+	for k := range many {
+		many[k] = fmt.Sprintf(`{"footprint": "0x%08x", "size": %d, "mean_ns": 10, "dev_ns": 1, "samples": 3}`, k, k)
+	}
+	tooMany := strings.Replace(valid, "ENTRY", strings.Join(many, ", "), 1)
 	valid = strings.Replace(valid, "ENTRY", entry, 1)
 	cases := []struct {
 		name, content string
 		want          []string
 	}{
 		{"valid", valid, nil},
+		// 300,000 of them made a small Cholesky take 28 s.
+		{"too many entries", tooMany, []string{"field archs[0].entries", "more than a model keeps"}},
 		{"syntax", strings.Replace(valid, entry, entry+",", 1), []string{"line 7 column"}},
 		{"truncated", valid[:60], []string{"line 4", "unexpected end"}},
 		{"type", strings.Replace(valid, entry, strings.Replace(entry, `"samples": 3`, `"samples": "many"`, 1), 1), []string{"line 7", "field archs.entries.samples"}},
@@ -456,22 +466,41 @@ func TestCorruptFile(t *testing.T) {
 			}
 			t.Setenv("STARPU_HOSTNAME", testHost)
 			_, lerr := Load(dir, "k")
-			_, oerr := Open(dir, 0, nil)
-			for _, err := range []error{lerr, oerr} {
-				if c.want == nil {
-					if err != nil {
-						t.Fatalf("valid file: %v", err)
-					}
-					continue
+			if c.want == nil {
+				if lerr != nil {
+					t.Fatalf("valid file: %v", lerr)
 				}
-				if err == nil {
-					t.Fatal("corrupt file accepted")
+				if _, err := Open(dir, 0, nil); err != nil {
+					t.Fatalf("valid file: %v", err)
 				}
-				for _, w := range append(c.want, path) {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not mention %q", err, w)
-					}
+				return
+			}
+			if lerr == nil {
+				t.Fatal("corrupt file accepted")
+			}
+			for _, w := range append(c.want, path) {
+				if !strings.Contains(lerr.Error(), w) {
+					t.Errorf("error %q does not mention %q", lerr, w)
 				}
+			}
+			// Open sets it aside, says so, and the model starts anew:
+			// the codelet's runs go on.
+			var logged strings.Builder
+			db, oerr := Open(dir, 0, hclog.New(&hclog.LoggerOptions{Output: &logged}))
+			if oerr != nil {
+				t.Fatalf("Open with a corrupt model: %v, want it set aside", oerr)
+			}
+			if _, err := os.Stat(path + ".bad"); err != nil {
+				t.Errorf("the corrupt file was not kept aside: %v", err)
+			}
+			warning := strings.ReplaceAll(logged.String(), `\"`, `"`)
+			for _, w := range append(c.want, path, "set aside") {
+				if !strings.Contains(warning, w) {
+					t.Errorf("warning %q does not mention %q", logged.String(), w)
+				}
+			}
+			if _, ok := db.Model("k", History).Predict("cpu", 1, 1); ok {
+				t.Error("the set-aside model predicts")
 			}
 		})
 	}
