@@ -49,6 +49,7 @@ func TestMain(m *testing.M) {
 		"bench":        rankBench,
 		"redux":        rankRedux,
 		"csr":          rankCSR,
+		"truncate":     rankTruncate,
 	})
 	os.Exit(m.Run())
 }
@@ -146,6 +147,7 @@ func TestRanks(t *testing.T) {
 		{name: "REDUX 4 ranks", np: 4, body: "redux"},
 		{name: "REDUX without cache", np: 2, body: "redux", env: []string{"STARPU_MPI_CACHE=0"}},
 		{name: "tag registered twice", np: 2, body: "tag twice"},
+		{name: "message larger than the handle", np: 2, body: "truncate"},
 		{name: "handle without owner", np: 4, body: "unregistered"},
 		{name: "rank dies 2 ranks", np: 2, body: "dies", check: failsNaming(1, false)},
 		{name: "rank dies 4 ranks", np: 4, body: "dies", check: failsNaming(1, false)},
@@ -802,4 +804,38 @@ func rankBench() error {
 		}
 		return nil
 	})
+}
+
+// rankTruncate: rank 0 sends 8 float64 where rank 1 receives into a handle
+// of 4: rank 1's Recv fails with ErrGraphMismatch saying the message is
+// larger than the handle (it was MPI's bare MPI_ERR_TRUNCATE), and both
+// ranks' Shutdown says the graphs differed.
+func rankTruncate() error {
+	n, err := start(mpi.Options{})
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(n.dir)
+	c, rt := n.c, n.rt
+	size := 8
+	if c.Rank() == 1 {
+		size = 4
+	}
+	h, err := core.RegisterVector(rt, make([]float64, size))
+	if err != nil {
+		return err
+	}
+	if c.Rank() == 0 {
+		err = c.Send(h, 1, 3)
+	} else if err = c.Recv(h, 0, 3); errors.Is(err, mpi.ErrGraphMismatch) && strings.Contains(err.Error(), "larger than the handle's 32 bytes") {
+		err = nil
+	} else {
+		err = fmt.Errorf("Recv of a message too large: %v, want ErrGraphMismatch saying so", err)
+	}
+	h.Unregister()
+	if serr := c.Shutdown(); !errors.Is(serr, mpi.ErrGraphMismatch) {
+		err = errors.Join(err, fmt.Errorf("shutdown: %v, want ErrGraphMismatch", serr))
+	}
+	rt.Shutdown()
+	return err
 }

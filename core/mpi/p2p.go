@@ -437,6 +437,8 @@ func (x *xfer) completeOnce(st mpib.Status, err error) {
 		err = fmt.Errorf("mpi: %s: %w", x, x.reason)
 	case err == nil && !x.posted && x.reason != nil:
 		err = fmt.Errorf("mpi: %s: %w", x, x.reason)
+	case err != nil && !x.send && errors.Is(err, mpib.ErrTruncated):
+		err = fmt.Errorf("mpi: %s: %w: the message is larger than the handle's %d bytes (registered with another shape there?): %w", x, ErrGraphMismatch, x.size, err)
 	case err != nil && !errors.Is(err, ErrRankGone) && !errors.Is(err, ErrAborted) && !errors.Is(err, ErrRankFailed):
 		err = fmt.Errorf("mpi: %s: %w", x, err)
 	}

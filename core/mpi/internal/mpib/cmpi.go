@@ -129,6 +129,12 @@ static void mpib_error_string(int code, char *buf, int cap) {
 	buf[n] = 0;
 }
 
+static int mpib_is_truncate(int code) {
+	int cls = 0;
+	if (MPI_Error_class(code, &cls) != MPI_SUCCESS) return 0;
+	return cls == MPI_ERR_TRUNCATE;
+}
+
 static size_t mpib_sizeof_request(void) { return sizeof(MPI_Request); }
 static size_t mpib_sizeof_status(void) { return sizeof(MPI_Status); }
 static int mpib_max_error_string(void) { return MPI_MAX_ERROR_STRING; }
@@ -347,6 +353,9 @@ func mpiError(call string, rc C.int) error {
 	buf := (*C.char)(C.malloc(C.size_t(n + 1)))
 	defer C.free(unsafe.Pointer(buf))
 	C.mpib_error_string(rc, buf, n+1)
+	if C.mpib_is_truncate(rc) != 0 {
+		return fmt.Errorf("%w: %w: %s: %s (MPI error %d)", ErrMPI, ErrTruncated, call, C.GoString(buf), int(rc))
+	}
 	return fmt.Errorf("%w: %s: %s (MPI error %d)", ErrMPI, call, C.GoString(buf), int(rc))
 }
 

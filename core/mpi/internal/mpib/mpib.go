@@ -35,6 +35,10 @@ import (
 // ErrMPI is wrapped by every error an MPI call returned.
 var ErrMPI = errors.New("mpi")
 
+// ErrTruncated is wrapped, with ErrMPI, by the error of a receive whose
+// message was larger than its buffer (MPI's error class MPI_ERR_TRUNCATE).
+var ErrTruncated = errors.New("mpi: message truncated")
+
 // ErrFinalized is returned by calls made after Finalize (or after the
 // progression goroutine stopped).
 var ErrFinalized = errors.New("mpi: finalized")
