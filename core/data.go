@@ -510,14 +510,32 @@ func (h *Handle) reopen() {
 	h.mu.Unlock()
 }
 
+// OnUnregister has f run at the start of every blocking unregistration of
+// h (Unregister, UnregisterNoCoherency), before it checks that the
+// application holds h no more: a communication layer (core/mpi) waits
+// there for its transfers of h, which hold it, as StarPU's
+// starpu_data_unregister waits for a detached send. f must not unregister
+// h nor wait for anything that waits for h's unregistration.
+func (h *Handle) OnUnregister(f func()) {
+	h.x.mu.Lock()
+	h.x.beforeUnregister = append(h.x.beforeUnregister, f)
+	h.x.mu.Unlock()
+}
+
 // closeAndWait is the start of a blocking unregistration: it checks it
 // may, closes h, and waits for the accesses recorded before, ordered and
 // unordered; the unregistration ends by completing the acquisition's job.
 func (h *Handle) closeAndWait() (*acquisition, error) {
-	if err := h.checkUnregister(); err != nil {
+	if err := h.rt.mayBlock("unregister " + h.String()); err != nil {
 		return nil, err
 	}
-	if err := h.rt.mayBlock("unregister " + h.String()); err != nil {
+	h.x.mu.Lock()
+	hooks := h.x.beforeUnregister
+	h.x.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
+	if err := h.checkUnregister(); err != nil {
 		return nil, err
 	}
 	if err := h.close(false); err != nil {

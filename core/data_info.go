@@ -30,6 +30,9 @@ type handleExt struct {
 
 	mu       sync.Mutex
 	userData any
+	// beforeUnregister run at the start of a blocking unregistration
+	// (OnUnregister); guarded by mu.
+	beforeUnregister []func()
 
 	// noHome: registered without application memory (RegisterNoHome,
 	// RegisterSame); the runtime's RAM replicate is the data.

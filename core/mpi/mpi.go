@@ -138,11 +138,14 @@ type Comm struct {
 
 	// mu guards everything below it; it is never held while waiting for
 	// the progression goroutine.
-	mu      sync.Mutex
-	byH     map[*core.Handle]*datum
-	byTag   map[int64]*datum
-	peers   []peer
-	xfers   map[*xfer]struct{}
+	mu    sync.Mutex
+	byH   map[*core.Handle]*datum
+	byTag map[int64]*datum
+	peers []peer
+	xfers map[*xfer]struct{}
+	// hooked are the handles whose Unregister waits for their transfers
+	// (track, waitTransfers); c.mu.
+	hooked  map[*core.Handle]bool
 	idle    chan struct{}           // closed while xfers is empty
 	errs    []error                 // transfer failures not yet reported
 	failErr error                   // the failure that stops the run, once set

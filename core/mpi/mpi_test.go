@@ -50,6 +50,7 @@ func TestMain(m *testing.M) {
 		"redux":        rankRedux,
 		"csr":          rankCSR,
 		"truncate":     rankTruncate,
+		"unreg-send":   rankUnregisterInFlight,
 	})
 	os.Exit(m.Run())
 }
@@ -148,6 +149,7 @@ func TestRanks(t *testing.T) {
 		{name: "REDUX without cache", np: 2, body: "redux", env: []string{"STARPU_MPI_CACHE=0"}},
 		{name: "tag registered twice", np: 2, body: "tag twice"},
 		{name: "message larger than the handle", np: 2, body: "truncate"},
+		{name: "unregister during a detached send", np: 2, body: "unreg-send"},
 		{name: "handle without owner", np: 4, body: "unregistered"},
 		{name: "rank dies 2 ranks", np: 2, body: "dies", check: failsNaming(1, false)},
 		{name: "rank dies 4 ranks", np: 4, body: "dies", check: failsNaming(1, false)},
@@ -838,4 +840,69 @@ func rankTruncate() error {
 	}
 	rt.Shutdown()
 	return err
+}
+
+// rankUnregisterInFlight: rank 0 sends two large vectors with detached
+// sends that rank 1 receives late, and unregisters them at once, one with
+// Comm.Unregister and one with Handle.Unregister: both wait for the send,
+// as starpu_data_unregister does (they failed with "still acquired by the
+// application"), and rank 1 receives the data whole.
+func rankUnregisterInFlight() error {
+	return run(mpi.Options{}, func(n *node) error {
+		c, rt := n.c, n.rt
+		const size = 1 << 20 // past the eager limit: the send waits for the receive
+		var hs [2]*core.Handle
+		var xs [2][]float64
+		for k := range hs {
+			xs[k] = make([]float64, size)
+			if c.Rank() == 0 {
+				for i := range xs[k] {
+					xs[k][i] = float64(i + k)
+				}
+			}
+			h, err := core.RegisterVector(rt, xs[k])
+			if err != nil {
+				return err
+			}
+			if err := c.Register(h, int64(10+k), 0); err != nil {
+				return err
+			}
+			hs[k] = h
+		}
+		if c.Rank() == 0 {
+			sent := make(chan error, 2)
+			for k, h := range hs {
+				if err := c.IsendDetached(h, 1, int64(20+k), func(err error) { sent <- err }); err != nil {
+					return err
+				}
+			}
+			if err := c.Unregister(hs[0]); err != nil {
+				return fmt.Errorf("Comm.Unregister during a detached send: %w", err)
+			}
+			if err := hs[1].Unregister(); err != nil {
+				return fmt.Errorf("Handle.Unregister during a detached send: %w", err)
+			}
+			for range hs {
+				if err := <-sent; err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		time.Sleep(300 * time.Millisecond) // the sends wait meanwhile
+		for k, h := range hs {
+			if err := c.Recv(h, 0, int64(20+k)); err != nil {
+				return err
+			}
+			if err := c.Unregister(h); err != nil {
+				return err
+			}
+			for i, v := range xs[k] {
+				if v != float64(i+k) {
+					return fmt.Errorf("vector %d: x[%d] = %v, want %v", k, i, v, i+k)
+				}
+			}
+		}
+		return nil
+	})
 }

@@ -346,6 +346,32 @@ func (c *Comm) track(x *xfer) {
 	if !x.send {
 		c.peers[x.peer].pendRecv++
 	}
+	if !c.hooked[x.h] {
+		// Unregister waits for the transfers of h in flight (a detached
+		// send holds h until MPI has the data), as StarPU's does.
+		if c.hooked == nil {
+			c.hooked = map[*core.Handle]bool{}
+		}
+		c.hooked[x.h] = true
+		h := x.h
+		h.OnUnregister(func() { c.waitTransfers(h) })
+	}
+}
+
+// waitTransfers waits until no transfer of h is in flight.
+func (c *Comm) waitTransfers(h *core.Handle) {
+	c.mu.Lock()
+	var xs []*xfer
+	for x := range c.xfers {
+		if x.h == h {
+			xs = append(xs, x)
+		}
+	}
+	delete(c.hooked, h)
+	c.mu.Unlock()
+	for _, x := range xs {
+		<-x.done
+	}
 }
 
 // blocked says why x cannot happen given what is known of its peer;
