@@ -245,6 +245,9 @@ type codeletInfo struct {
 	// ForkJoin), of at most maxPar workers (0: no bound).
 	par    bool
 	maxPar int
+	// warnedAlone: the warning that its tasks with SCRATCH or REDUX
+	// buffers run on one worker was logged (parallelSizes).
+	warnedAlone atomic.Bool
 }
 
 // workerStat counts a codelet's executions on one worker.

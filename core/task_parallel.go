@@ -203,7 +203,15 @@ func (rt *Runtime) maxTeamLen(j *job) int {
 // member), and at most its codelet's MaxParallelism.
 func (rt *Runtime) parallelSizes(j *job) []int {
 	d := rt.teams.drv
-	if j.cl == nil || !j.cl.par || d < 0 || j.pinned >= 0 || j.sub {
+	if j.cl == nil || !j.cl.par || d < 0 || j.pinned >= 0 {
+		return nil
+	}
+	if j.sub {
+		// Said once per codelet: a team would need a SCRATCH or REDUX
+		// buffer per member, which the runtime does not make yet.
+		if !j.cl.warnedAlone.Swap(true) {
+			rt.log.Warn("parallel codelet's tasks with SCRATCH or REDUX buffers run on one worker, not on a team (a team would need such a buffer per member)", "codelet", j.name())
+		}
 		return nil
 	}
 	if j.archMask&driver.ArchBit(rt.drivers[d].fp.Arch) == 0 || j.implMaskOf(d) == 0 {
