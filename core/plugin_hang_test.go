@@ -263,3 +263,21 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A driver stopped (SIGSTOP) when the runtime shuts down does not answer
+// Deinit: Shutdown kills it and its error says so, naming the process and
+// its state, not a bare "context deadline exceeded".
+func TestStoppedAtShutdown(t *testing.T) {
+	cfg := testConfig(pluginDir)
+	cfg.PluginTimeout = 0 // no heartbeat check: Shutdown meets the stopped process
+	rt, err := core.Init(t.Context(), core.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := rt.Workers()[0].Pid
+	stopAndWait(t, pid)
+	err = rt.Shutdown()
+	if err == nil || !strings.Contains(err.Error(), "no answer to Deinit") || !strings.Contains(err.Error(), fmt.Sprintf("pid %d (stopped)", pid)) {
+		t.Fatalf("Shutdown with a stopped driver: %v, want it to name the stopped process", err)
+	}
+}

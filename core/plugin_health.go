@@ -3,6 +3,7 @@ package core
 // Heartbeats, watchdog; design note: docs/design/plugins.md.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -177,4 +178,32 @@ func (e *engine) watchdog(now time.Time) {
 	}
 	e.rt.log.Warn(msg)
 	e.wdSince = now // again after another period
+}
+
+// procState is what /proc says process pid is doing ("stopped", "running",
+// ...), for errors about a plugin that does not answer.
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "state unknown"
+	}
+	// The state follows the command name, which is in parentheses and may
+	// hold any byte.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return "state unknown"
+	}
+	switch b[i+2] {
+	case 'T', 't':
+		return "stopped"
+	case 'R':
+		return "running"
+	case 'S':
+		return "sleeping"
+	case 'D':
+		return "in uninterruptible sleep"
+	case 'Z':
+		return "a zombie"
+	}
+	return "state " + string(b[i+2])
 }

@@ -665,10 +665,17 @@ func (rt *Runtime) Shutdown() error {
 // plugin process, by SIGKILL if it does not exit in time.
 func (rt *Runtime) teardown() error {
 	const deinitTimeout = 5 * time.Second
+	var deinitProc *loader.Plugin // the plugin deinit is about to call
 	deinit := func(f func(context.Context) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), deinitTimeout)
 		defer cancel()
-		return f(ctx)
+		err := f(ctx)
+		if p := deinitProc; p != nil && errors.Is(err, context.DeadlineExceeded) {
+			// Not a bare "context deadline exceeded": say what the
+			// process is doing, which is then killed.
+			err = fmt.Errorf("no answer to Deinit within %v from pid %d (%s); killed: %w", deinitTimeout, p.Pid(), procState(p.Pid()), err)
+		}
+		return err
 	}
 	// The dashboard first, while the engine still answers it.
 	errs := []error{rt.stopDashboard()}
@@ -690,6 +697,7 @@ func (rt *Runtime) teardown() error {
 	}
 	if s != nil && rt.engine != nil && rt.engine.started {
 		if sp == nil || !sp.Exited() {
+			deinitProc = sp
 			if err := deinit(s.Deinit); err != nil {
 				errs = append(errs, fmt.Errorf("scheduler deinit: %w", err))
 			}
@@ -701,6 +709,7 @@ func (rt *Runtime) teardown() error {
 	if rt.engine != nil {
 		for _, c := range (*rt.engine.ctxs.Load())[1:] {
 			if rt.engine.started && (c.proc == nil || !c.proc.Exited()) {
+				deinitProc = c.proc
 				if err := deinit(c.sched.Deinit); err != nil {
 					errs = append(errs, fmt.Errorf("%s: scheduler deinit: %w", c, err))
 				}
@@ -719,6 +728,7 @@ func (rt *Runtime) teardown() error {
 	errs = append(errs, rt.closeAppDrivers(deinitTimeout))
 	for _, d := range rt.drivers {
 		if len(d.workers) > 0 && (d.proc == nil || !d.proc.Exited()) {
+			deinitProc = d.proc
 			if err := deinit(d.drv.Deinit); err != nil {
 				errs = append(errs, fmt.Errorf("driver-%s deinit: %w", d.name, err))
 			}
