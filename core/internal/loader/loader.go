@@ -186,6 +186,7 @@ func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
 			cmd.Env = slices.Concat(env, spec.Env)
 			cmd.ExtraFiles = []*os.File{opt.Arena.File()} // fd 3 == base.ArenaFD
 			p.runner = newProcRunner(l, cmd, p.removeSockDir)
+			p.runner.sockDir = sockDir
 			return p.runner, nil
 		},
 		UnixSocketConfig: &plugin.UnixSocketConfig{TempDir: sockDir},
@@ -286,6 +287,8 @@ func startFailure(err error, r *procRunner, timeout time.Duration, stderr *tailW
 	var what string
 	const unrecognized = "Unrecognized remote plugin message: "
 	switch {
+	case r != nil && r.refused.Load() != nil:
+		what = "handshake refused: " + *r.refused.Load()
 	case r == nil || r.pid == 0:
 		what = "cannot start it: " + msg
 	case strings.HasPrefix(msg, "incompatible API version with plugin"):

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -418,6 +419,55 @@ func TestDiscoverPath(t *testing.T) {
 	for _, w := range []string{first + " (1 plugins)", missing + " (does not exist)", unsafe + " (refused: ", second + " (2 plugins)"} {
 		if !strings.Contains(s, w) {
 			t.Errorf("search %q lacks %q", s, w)
+		}
+	}
+}
+
+// A handshake naming a TCP address, or a socket outside the directory the
+// loader gave the plugin, is refused before go-plugin dials it: the core
+// never connects where a plugin's line says.
+func TestLaunchHandshakeAddressRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dialed := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+			dialed <- struct{}{}
+		}
+	}()
+	for _, c := range []struct {
+		name, line, want string
+	}{
+		{"tcp", fmt.Sprintf("1|%d|tcp|%s|grpc", base.APIVersion, ln.Addr()), "handshake refused: its handshake names a tcp address (" + ln.Addr().String() + ")"},
+		{"socket elsewhere", fmt.Sprintf("1|%d|unix|/tmp/elsewhere.sock|grpc", base.APIVersion), "handshake refused: its handshake names the socket /tmp/elsewhere.sock, outside the directory"},
+		{"socket climbing out", fmt.Sprintf("1|%d|unix|${PLUGIN_UNIX_SOCKET_DIR}/../../x.sock|grpc", base.APIVersion), "outside the directory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			launchErr(t, script(t, "driver-dialer", `echo "`+c.line+`"; sleep 60`), 10*time.Second, c.want)
+		})
+	}
+	select {
+	case <-dialed:
+		t.Fatal("the core dialed the TCP address a plugin's handshake named")
+	default:
+	}
+}
+
+func TestBadHandshake(t *testing.T) {
+	for _, c := range []struct{ line, want string }{
+		{"1|2|unix|/s/dir/plugin-dir1/plugin2|grpc|CERT", ""},
+		{"hello, I am not a plugin", ""},
+		{"1|2|tcp|127.0.0.1:1234|grpc", "tcp address"},
+		{"1|2|unix|/s/dirx/p|grpc", "outside"},
+		{"1|2|unix|relative/p|grpc", "outside"},
+	} {
+		got := badHandshake(c.line, "/s/dir")
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("badHandshake(%q) = %q, want %q", c.line, got, c.want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,6 +53,13 @@ type procRunner struct {
 	// killedLive: Kill found the leader running, so its death is the
 	// loader's doing, not its own.
 	killedLive bool
+
+	// sockDir is where the plugin must listen; out reads its standard
+	// output through the handshake guard, which keeps in refused why it
+	// refused the handshake line (handshake.go).
+	sockDir string
+	out     io.ReadCloser
+	refused atomic.Pointer[string]
 }
 
 var _ runner.Runner = (*procRunner)(nil)
@@ -94,6 +102,7 @@ func (r *procRunner) Start(context.Context) error {
 		return err
 	}
 	r.stdout, r.stderr = outR, errR
+	r.out = &handshakeGuard{r: outR, dir: r.sockDir, refused: &r.refused}
 	r.pid = r.cmd.Process.Pid
 	go r.reap()
 	return nil
@@ -216,7 +225,7 @@ func (r *procRunner) exited() bool {
 }
 
 // Stdout implements runner.Runner.
-func (r *procRunner) Stdout() io.ReadCloser { return r.stdout }
+func (r *procRunner) Stdout() io.ReadCloser { return r.out }
 
 // Stderr implements runner.Runner.
 func (r *procRunner) Stderr() io.ReadCloser { return r.stderr }
