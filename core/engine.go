@@ -1005,11 +1005,19 @@ func (e *engine) checkPlugins() {
 			e.finishXfer(x, fmt.Errorf("%w: driver-%s (pid %d) %s during a transfer on %s", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc), x.dev.name))
 		}
 	}
+	spent := map[*driverInst]string{}
 	for _, d := range died {
 		// First: the policies let go of its workers before any of its
 		// tasks is pushed again.
 		if rt.canRestart(d) {
 			e.beginRestart(d)
+		} else if n := rt.cfg.RestartsFor("driver-" + d.name); d.restarts >= n {
+			// Said in the errors: why it stays dead.
+			if n == 0 {
+				spent[d] = " (not restarted: plugin_restarts is 0)"
+			} else {
+				spent[d] = fmt.Sprintf(" (not restarted: its %d restarts, plugin_restarts, are spent)", n)
+			}
 		}
 	}
 	if len(died) > 0 {
@@ -1017,7 +1025,7 @@ func (e *engine) checkPlugins() {
 	}
 	for _, d := range died {
 		for _, j := range e.jobsWhere(func(j *job) bool { return j.worker >= 0 && rt.workers[j.worker].drv == d }) {
-			e.onDeadWorker(j, int(j.worker), d, fmt.Errorf("%w: driver-%s (pid %d) %s while task %q was on worker %d", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc), j.name(), j.worker))
+			e.onDeadWorker(j, int(j.worker), d, fmt.Errorf("%w: driver-%s (pid %d) %s while task %q was on worker %d%s", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc), j.name(), j.worker, spent[d]))
 		}
 		e.wipeNodes(d, fmt.Errorf("%w: driver-%s (pid %d) %s", ErrPluginCrashed, d.name, d.proc.Pid(), exitNote(d.proc)))
 	}

@@ -128,9 +128,9 @@ func TestPoisonTaskRetriedOnce(t *testing.T) {
 	if err := rt.Submit(&core.Task{Codelet: emptyCl, Synchronous: true}); err != nil {
 		t.Fatalf("task after the restarts: %v", err)
 	}
-	// No restart left: the next death is for good.
-	if err := rt.Submit(&core.Task{Codelet: crash, Synchronous: true}); !errors.Is(err, core.ErrPluginCrashed) {
-		t.Fatalf("poison task: %v, want ErrPluginCrashed", err)
+	// No restart left: the next death is for good, and the error says why.
+	if err := rt.Submit(&core.Task{Codelet: crash, Synchronous: true}); !errors.Is(err, core.ErrPluginCrashed) || !strings.Contains(err.Error(), "its 2 restarts, plugin_restarts, are spent") {
+		t.Fatalf("poison task: %v, want ErrPluginCrashed naming the spent restarts", err)
 	}
 	err := rt.Submit(&core.Task{Codelet: emptyCl, Synchronous: true})
 	if !errors.Is(err, core.ErrPluginCrashed) && !errors.Is(err, core.ErrNoWorker) {
