@@ -63,6 +63,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/core/internal/loader"
 	"github.com/starpu-go/starpu/core/mpi/internal/mpib"
 )
 
@@ -303,5 +304,8 @@ func (c *Comm) onSignal() {
 	}
 	err = c.fail(err, false)
 	fmt.Fprintf(os.Stderr, "starpu mpi: rank %d: %v\n", c.rank, err)
-	time.AfterFunc(500*time.Millisecond, func() { os.Exit(143) })
+	time.AfterFunc(500*time.Millisecond, func() {
+		loader.RemoveOwnSockDirs() // no Shutdown will
+		os.Exit(143)
+	})
 }

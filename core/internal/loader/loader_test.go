@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -469,5 +470,26 @@ func TestBadHandshake(t *testing.T) {
 		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 			t.Errorf("badHandshake(%q) = %q, want %q", c.line, got, c.want)
 		}
+	}
+}
+
+// RemoveOwnSockDirs removes this process's socket directories, not
+// another's.
+func TestRemoveOwnSockDirs(t *testing.T) {
+	mine, err := newSockDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", sockDirPrefix, os.Getpid()+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(other)
+	RemoveOwnSockDirs()
+	if _, err := os.Stat(mine); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("own socket directory %s: %v, want it gone", mine, err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another process's socket directory: %v, want it kept", err)
 	}
 }

@@ -28,6 +28,18 @@ func newSockDir() (string, error) {
 
 var sweepOnce sync.Once
 
+// RemoveOwnSockDirs removes the socket directories of this process's
+// plugins, for a process about to exit without shutting its runtime down
+// (an MPI rank that mpirun ends): its plugins die with it (their parent
+// death signal), and nothing else would remove them before the next run's
+// sweep.
+func RemoveOwnSockDirs() {
+	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), fmt.Sprintf("%s%d-*", sockDirPrefix, os.Getpid())))
+	for _, m := range matches {
+		os.RemoveAll(m)
+	}
+}
+
 // sweepStaleSockDirs removes the socket directories left by cores of this
 // user that are gone: a core killed with SIGKILL cannot remove its own, and
 // its plugins die with it. A directory whose core still runs, or that is
