@@ -41,7 +41,9 @@ package core
 // is not P's worker: task_parallel.go) of the global context on a machine
 // with RAM only, whose Exec the core encodes at push time (engine.postKernel), with
 // no SCRATCH or REDUX buffers, data locks, prologue callback, worker order
-// or worker of its own, not retried after a driver crash, and whose every
+// or worker of its own, not retried after a driver crash, submitted while
+// no fault is under way (engine.checks is zero: no dead driver, lost
+// handle or doomed task; chaining resumes once they are over), and whose every
 // dependency is on P (data, or one tag group of one tag bound to P). Each
 // of its handles must wait for P: a handle that waits for nothing may be
 // taken meanwhile by an acquisition that ignores the order of tasks
