@@ -38,6 +38,7 @@ func soak(ctx context.Context, args []string, out io.Writer) error {
 	fs := c.FlagSet
 	duration := fs.Duration("duration", 60*time.Second, "how long to run the workload")
 	every := fs.Duration("sample", time.Second, "sampling interval")
+	nrounds := fs.Int("rounds", 0, "run exactly `N` rounds, with a sample after each, instead of --duration (a run the same on a loaded machine)")
 	size := fs.Int("size", 1<<16, "mean length of the chains' vectors (float32 elements)")
 	chain := fs.Int("chain", 16, "scal+axpy pairs per chain (at most 20, so that results stay exact in float32)")
 	indep := fs.Int("tasks", 64, "independent tasks per round, each on a vector of its own")
@@ -59,6 +60,9 @@ func soak(ctx context.Context, args []string, out io.Writer) error {
 	if *duration <= 0 || *every <= 0 {
 		return usagef("bench soak: --duration and --sample must be positive")
 	}
+	if *nrounds < 0 {
+		return usagef("bench soak: --rounds %d is out of range (want a number of rounds, or 0 to run for --duration)", *nrounds)
+	}
 	if maxGrowth.set && !(maxGrowth.v >= 0 && !math.IsInf(maxGrowth.v, 1)) {
 		return usagef("bench soak: --max-growth-pct %g is out of range (want a percentage >= 0)", maxGrowth.v)
 	}
@@ -72,15 +76,25 @@ func soak(ctx context.Context, args []string, out io.Writer) error {
 	// unregistered and garbage: what stays is what the runtime keeps.
 	smp.take(w.tasks)
 	rounds, baseDue := 0, *memprofile != ""
-	for time.Since(smp.start) < *duration && ctx.Err() == nil && err == nil {
+	more := func() bool {
+		if *nrounds > 0 {
+			return rounds < *nrounds
+		}
+		return time.Since(smp.start) < *duration
+	}
+	for more() && ctx.Err() == nil && err == nil {
 		if err = w.round(rounds); err != nil {
 			err = fmt.Errorf("round %d: %w", rounds, err)
 		}
 		rounds++
-		if time.Since(smp.start) >= time.Duration(len(smp.samples))**every {
+		if *nrounds > 0 || time.Since(smp.start) >= time.Duration(len(smp.samples))**every {
 			smp.take(w.tasks)
 		}
-		if baseDue && err == nil && time.Since(smp.start) >= *duration/4 {
+		quarter := time.Since(smp.start) >= *duration/4
+		if *nrounds > 0 {
+			quarter = rounds >= *nrounds/4
+		}
+		if baseDue && err == nil && quarter {
 			err, baseDue = writeHeapProfile(*memprofile+".base"), false
 		}
 	}
