@@ -305,6 +305,10 @@ func startFailure(err error, r *procRunner, timeout time.Duration, stderr *tailW
 		}
 	case exited:
 		what = fmt.Sprintf("exited during start with exit status %d", ps.ExitCode())
+	case ps != nil && !r.diedAlone():
+		// The loader killed it, for go-plugin's error: say that, not
+		// "died during start (signal: killed)".
+		what = "handshake failed, and the loader killed it: " + firstLine(msg)
 	case ps != nil && !ps.Success():
 		what = fmt.Sprintf("died during start (%s)", ps)
 	default:

@@ -493,3 +493,14 @@ func TestRemoveOwnSockDirs(t *testing.T) {
 		t.Errorf("another process's socket directory: %v, want it kept", err)
 	}
 }
+
+// A plugin the loader kills for a handshake go-plugin refused is said to
+// be killed by the loader, not to have "died during start (signal:
+// killed)".
+func TestLaunchKilledForHandshake(t *testing.T) {
+	c := script(t, "driver-oldcore", `echo "9|1|unix|${PLUGIN_UNIX_SOCKET_DIR}/x.sock|grpc"; sleep 60`)
+	err := launchErr(t, c, 10*time.Second, "the loader killed it")
+	if strings.Contains(err.Error(), "died during start") {
+		t.Fatalf("error %q says the plugin died on its own", err)
+	}
+}
