@@ -222,7 +222,7 @@ func (w *toyWorker) pass() error {
 
 func (w *toyWorker) handle(msg []byte) error {
 	if w.d.flaw == flawSlowDrain && w.d.stop.Load() && w.execs%50 == 0 {
-		w.rings.Idle(func() bool { return false }, 20*time.Millisecond)
+		w.rings.Idle(func() bool { return false }, 100*time.Millisecond)
 	}
 	start := wire.Now()
 	c := wire.Completion{StartNs: start}
