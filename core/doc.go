@@ -83,7 +83,7 @@
 //	tasks: submit, wait, complete  task.go                       docs/design/tasks.md
 //	codelets, implementations      task_codelet.go               docs/design/tasks.md
 //	task insert, its options       task_insert.go                docs/user-guide.md
-//	explicit and end dependencies  task_deps.go                  docs/design/tasks.md
+//	explicit and end dependencies  task_deps.go (header)         docs/design/tasks.md
 //	tags                           task_tags.go                  docs/design/tasks.md
 //	tasks queued behind their pred task_chain.go (header)        docs/design/hot-path.md
 //	parallel tasks on teams       task_parallel.go (header)     docs/design/scheduling.md
@@ -115,7 +115,8 @@
 //	scheduling contexts            sched_context.go              docs/design/scheduling.md
 //	scheduler restart              sched_restart.go (header)     docs/design/plugins.md
 //	heartbeats, watchdog           plugin_health.go (header)     docs/design/plugins.md
-//	driver restart, task retry     plugin_restart.go (header)    docs/design/plugins.md
+//	driver restart, task retry,    plugin_restart.go (header)    docs/design/plugins.md
+//	completion fence, Faults
 //	errors                         errors.go                     docs/user-guide.md
 //	configuration                  config/                       docs/user-guide.md
 //	plugin processes               internal/loader/              docs/design/plugins.md
