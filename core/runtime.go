@@ -665,12 +665,12 @@ func (rt *Runtime) Shutdown() error {
 // plugin process, by SIGKILL if it does not exit in time.
 func (rt *Runtime) teardown() error {
 	const deinitTimeout = 5 * time.Second
-	var deinitProc *loader.Plugin // the plugin deinit is about to call
-	deinit := func(f func(context.Context) error) error {
+	// deinit calls f, the Deinit of plugin p (nil: in process).
+	deinit := func(p *loader.Plugin, f func(context.Context) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), deinitTimeout)
 		defer cancel()
 		err := f(ctx)
-		if p := deinitProc; p != nil && errors.Is(err, context.DeadlineExceeded) {
+		if p != nil && errors.Is(err, context.DeadlineExceeded) {
 			// Not a bare "context deadline exceeded": say what the
 			// process is doing, which is then killed.
 			err = fmt.Errorf("no answer to Deinit within %v from pid %d (%s); killed: %w", deinitTimeout, p.Pid(), procState(p.Pid()), err)
@@ -697,8 +697,7 @@ func (rt *Runtime) teardown() error {
 	}
 	if s != nil && rt.engine != nil && rt.engine.started {
 		if sp == nil || !sp.Exited() {
-			deinitProc = sp
-			if err := deinit(s.Deinit); err != nil {
+			if err := deinit(sp, s.Deinit); err != nil {
 				errs = append(errs, fmt.Errorf("scheduler deinit: %w", err))
 			}
 		}
@@ -709,8 +708,7 @@ func (rt *Runtime) teardown() error {
 	if rt.engine != nil {
 		for _, c := range (*rt.engine.ctxs.Load())[1:] {
 			if rt.engine.started && (c.proc == nil || !c.proc.Exited()) {
-				deinitProc = c.proc
-				if err := deinit(c.sched.Deinit); err != nil {
+				if err := deinit(c.proc, c.sched.Deinit); err != nil {
 					errs = append(errs, fmt.Errorf("%s: scheduler deinit: %w", c, err))
 				}
 			}
@@ -728,8 +726,7 @@ func (rt *Runtime) teardown() error {
 	errs = append(errs, rt.closeAppDrivers(deinitTimeout))
 	for _, d := range rt.drivers {
 		if len(d.workers) > 0 && (d.proc == nil || !d.proc.Exited()) {
-			deinitProc = d.proc
-			if err := deinit(d.drv.Deinit); err != nil {
+			if err := deinit(d.proc, d.drv.Deinit); err != nil {
 				errs = append(errs, fmt.Errorf("driver-%s deinit: %w", d.name, err))
 			}
 		}
