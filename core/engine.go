@@ -97,7 +97,7 @@ const (
 func controlBytes(workers int) uint64 {
 	n := maxContexts*(shm.RingBytes(eventsRingCap)+shm.RingBytes(decisionsRingCap)+shm.BellSize) + shm.BellSize
 	n += uint64(workers) * (shm.RingBytes(dispatchRingCap) + shm.RingBytes(completionRingCap) + shm.RingBytes(schedRingCap) + shm.BellSize)
-	return n + 64*1024
+	return n + shm.HeaderSize + 64*1024
 }
 
 func defaultArenaSize() uint64 {

@@ -34,6 +34,11 @@ type allocation struct {
 // The heap is first fit over an offset-ordered free list; the arena's users
 // allocate few, long-lived buffers, so simplicity wins over speed here.
 func (a *Arena) Alloc(size uint64) (base.Span, error) {
+	return a.alloc(size, true)
+}
+
+// alloc is Alloc; log says whether a large span goes to the warmers' log.
+func (a *Arena) alloc(size uint64, log bool) (base.Span, error) {
 	if !a.creator {
 		return base.Span{}, fmt.Errorf("shm: alloc %d bytes: %w", size, ErrNotCreator)
 	}
@@ -48,6 +53,9 @@ func (a *Arena) Alloc(size uint64) (base.Span, error) {
 	defer a.mu.Unlock()
 	if a.mem == nil {
 		return base.Span{}, ErrClosed
+	}
+	if len(a.deferred) > 0 {
+		a.retryDeferred()
 	}
 	for i, f := range a.free {
 		start := alignUp(f.off, align)
@@ -65,6 +73,9 @@ func (a *Arena) Alloc(size uint64) (base.Span, error) {
 		a.free = append(a.free[:i], append(rest, a.free[i+1:]...)...)
 		a.allocated[start] = allocation{size: rsize, req: size}
 		a.used += rsize
+		if log && size >= largeAlloc {
+			a.logSpan(start, rsize, false)
+		}
 		return base.Span{Offset: start, Size: size}, nil
 	}
 	var largest uint64
@@ -102,6 +113,13 @@ func (a *Arena) Free(s base.Span) error {
 	}
 	delete(a.allocated, s.Offset)
 	a.used -= al.size
+	if al.req >= largeAlloc {
+		// Before any punch: the warmers' handshake (warm.go).
+		a.logSpan(s.Offset, al.size, true)
+	}
+	if len(a.deferred) > 0 {
+		a.retryDeferred()
+	}
 
 	bs, be := s.Offset, s.Offset+al.size
 	i := sort.Search(len(a.free), func(i int) bool { return a.free[i].off >= be })
@@ -128,7 +146,7 @@ func (a *Arena) Free(s base.Span) error {
 		// neighbours' own pages are released already.
 		lo := max(alignUp(r.off, pageSize), alignDown(dirtyLo, pageSize))
 		hi := min(alignDown(r.end, pageSize), alignUp(dirtyHi, pageSize))
-		r.clean = a.punch(lo, hi)
+		r.clean = a.punchFree(lo, hi)
 	}
 	a.free = append(a.free, freeRange{})
 	copy(a.free[i+1:], a.free[i:])
@@ -193,7 +211,9 @@ func (a *Arena) heapSize() uint64 { return a.size - a.controlSize }
 // home is allocated on first write. Only the partial pages at the span's
 // edges, if any, are cleared.
 func (a *Arena) AllocZeroed(size uint64) (base.Span, error) {
-	s, err := a.Alloc(size)
+	// Not logged for the warmers: a warmer's touch would give the pages
+	// memory, which is what AllocZeroed saves until they are written.
+	s, err := a.alloc(size, false)
 	if err != nil || size == 0 {
 		return s, err
 	}

@@ -36,11 +36,17 @@ const ArenaMagic uint64 = 0x414e5241_55505453 // "STPUARNA" little-endian
 
 // ArenaVersion is the version of the arena header layout and of the ring and
 // bell formats inside it. Attach refuses an arena of another version.
-const ArenaVersion uint32 = 1
+const ArenaVersion uint32 = 2
 
-// headerSize is the part of the control region the arena header occupies;
-// Carve starts after it. One cache line keeps the first ring aligned.
-const headerSize = 64
+// headerSize is the part of the control region the arena header occupies:
+// the words below, then the warming protocol's slots and log (warm.go).
+// Carve starts after it; a multiple of the cache line keeps the first ring
+// aligned.
+const headerSize = hdrLog + logSlots*logEntry
+
+// HeaderSize is the control region's bytes the header takes, for whoever
+// sizes the control region.
+const HeaderSize = headerSize
 
 // Offsets of the header fields (native endian: every process is on the same
 // machine).
@@ -92,9 +98,11 @@ type Arena struct {
 	free      []freeRange
 	allocated map[uint64]allocation
 	used      uint64
-	released  uint64 // bytes handed back to the OS by hole punching
-	punchErr  error  // first hole-punching failure; punching is best effort
-	noPunch   bool   // the file system refused hole punching: stop trying
+	released  uint64      // bytes handed back to the OS by hole punching
+	punchErr  error       // first hole-punching failure; punching is best effort
+	noPunch   bool        // the file system refused hole punching: stop trying
+	logged    uint64      // entries written to the header's log (warm.go)
+	deferred  []freeRange // free ranges not punched while a warmer was on them
 }
 
 // Create makes a new arena of size bytes, the first controlSize of which are
