@@ -191,7 +191,6 @@ type Warmer struct {
 	pages atomic.Uint64
 	stop  atomic.Bool
 	done  chan struct{}
-	sink  byte
 }
 
 // ErrNoWarmerSlot is returned by NewWarmer when every slot of the arena's
