@@ -2,7 +2,9 @@
 # Runs our benchmarks and StarPU 1.3's side by side, in one go, 2 CPU
 # workers, and prints each pair and the ratio ours/StarPU (lower is better
 # for per-task times, higher for GFlop/s). Cholesky runs ROUNDS (default 3)
-# alternated rounds of both sides' two policies (scripts/cholesky-ab.sh).
+# alternated rounds of both sides' two policies (scripts/cholesky-ab.sh); the
+# tile kernels are timed in the CPU driver against direct calls (bench
+# kernels), and the host's CPU model is printed.
 # Usage: scripts/bench-vs-starpu.sh [NTASKS] [CHOLESKY_SIZE] [NBLOCKS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,5 +26,10 @@ theirs=$(STARPU_SCHED=lws bash "$peer" async "$n")
 echo "independent: ours $(val per_task_us "$ours") us, starpu-lws $(val per_task_us "$theirs") us, ratio $(ratio "$(val per_task_us "$ours")" "$(val per_task_us "$theirs")")"
 ab=$(bash scripts/cholesky-ab.sh "$size" "$nb" "${ROUNDS:-3}" | tail -1)
 echo "cholesky $size/$nb, ${ROUNDS:-3} alternated rounds: ours $(val ours_best "$ab") GFlop/s (ws $(val ours_ws "$ab"), dmda $(val ours_dmda "$ab")), starpu $(val starpu_best "$ab") (lws $(val starpu_lws "$ab"), dmda $(val starpu_dmda "$ab")), median of the rounds' ratios $(val ratio "$ab")"
+# What running inside the CPU driver costs each tile kernel: the kernels
+# of one factorisation, one worker, against the same calls made directly.
+k=$(STARPU_NCPU=1 $bin bench kernels --size "$size" --nblocks "$nb" | tail -1)
+echo "kernels in the driver / direct, $size/$nb, 1 worker (ratio of means, of medians): potrf $(val potrf_f32_ratio "$k") $(val potrf_f32_p50_ratio "$k"), trsm $(val trsm_f32_ratio "$k") $(val trsm_f32_p50_ratio "$k"), syrk $(val syrk_f32_ratio "$k") $(val syrk_f32_p50_ratio "$k"), gemm $(val gemm_f32_ratio "$k") $(val gemm_f32_p50_ratio "$k")"
+echo "host: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores${OPENBLAS_CORETYPE:+, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE}"
 ref=$($bin bench sgemm --size "$size" --threads 2 | tail -1)
 echo "openblas sgemm $size, 2 threads: $(val gflops "$ref") GFlop/s; cholesky ours/sgemm $(ratio "$(val ours_best "$ab")" "$(val gflops "$ref")"), starpu/sgemm $(ratio "$(val starpu_best "$ab")" "$(val gflops "$ref")")"

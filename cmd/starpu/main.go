@@ -32,6 +32,8 @@ commands:
                            or independent tasks with --independent
   bench bandwidth          RAM <-> device transfer bandwidth and latency (saves the bus model)
   bench sgemm              OpenBLAS's own sgemm GFlop/s, the reference for the Cholesky figures
+  bench kernels            the Cholesky's tile kernels in the CPU driver against the same
+                           OpenBLAS calls made directly (--ncpu 1: one kernel at a time)
   bench mpi                ping-pong of a handle between two ranks against raw MPI
                            (mpirun -np 2 starpu bench mpi)
   bench soak               a long mixed workload while memory and goroutines are sampled:
@@ -115,7 +117,7 @@ func dispatch(ctx context.Context, args []string, out io.Writer) error {
 		return usagef("run: unknown workload %q (vector-scal, cholesky, spmv, cg)", args[1])
 	case "bench":
 		if len(args) < 2 {
-			return usagef("bench: which benchmark? (overhead, bandwidth, sgemm, soak, mpi, faults)")
+			return usagef("bench: which benchmark? (overhead, bandwidth, sgemm, kernels, soak, mpi, faults)")
 		}
 		switch args[1] {
 		case "-h", "-help", "--help":
@@ -127,6 +129,8 @@ func dispatch(ctx context.Context, args []string, out io.Writer) error {
 			return bandwidth(ctx, args[2:], out)
 		case "sgemm":
 			return sgemmBench(ctx, args[2:], out)
+		case "kernels":
+			return kernelsBench(ctx, args[2:], out)
 		case "soak":
 			return soak(ctx, args[2:], out)
 		case "mpi":
@@ -134,7 +138,7 @@ func dispatch(ctx context.Context, args []string, out io.Writer) error {
 		case "faults":
 			return faultsBench(ctx, args[2:], out)
 		}
-		return usagef("bench: unknown benchmark %q (overhead, bandwidth, sgemm, soak, mpi, faults)", args[1])
+		return usagef("bench: unknown benchmark %q (overhead, bandwidth, sgemm, kernels, soak, mpi, faults)", args[1])
 	case "sched":
 		return schedCmd(ctx, args[1:], out)
 	case "perfmodel":

@@ -89,6 +89,9 @@ func TestRunWorkloads(t *testing.T) {
 		// workers under dmda: the factor still checks.
 		{[]string{"run", "cholesky", "--size", "768", "--nblocks", "3", "--parallel", "2", "--sched", "dmda"}, map[string]string{"verified": "true", "parallel_tasks": "3"}, []string{"team_tasks"}},
 		{[]string{"run", "cholesky", "--size", "768", "--nblocks", "3", "--parallel", "3", "--precision", "double", "--sched", "dmda"}, map[string]string{"verified": "true", "parallel_tasks": "4"}, []string{"team_tasks"}},
+		// The tile kernels in the driver against the same calls made
+		// directly: a ratio for each of the four.
+		{[]string{"bench", "kernels", "--size", "384", "--nblocks", "3"}, map[string]string{"size": "384", "nblocks": "3"}, []string{"potrf_f32_ratio", "trsm_f32_ratio", "syrk_f32_ratio", "gemm_f32_ratio", "gemm_f32_driver_us", "gemm_f32_direct_us"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--rounds", "3"}, map[string]string{"mode": "tags", "buffers": "0", "rounds": "3", "executed": "6000", "submitters": "1"}, []string{"per_task_us", "submit_us", "engine_cpu_us", "workers"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--buffers", "2"}, map[string]string{"mode": "chain", "buffers": "2", "executed": "2000"}, []string{"per_task_us"}},
 		{[]string{"bench", "overhead", "--tasks", "2000", "--independent"}, map[string]string{"mode": "independent", "executed": "2000"}, []string{"per_task_us"}},
