@@ -284,3 +284,42 @@ func TestWarmerHandshake(t *testing.T) {
 		t.Errorf("%d bytes committed after the Free, %d before (sum %d): the warmer's touches kept freed pages", got, base0, sum)
 	}
 }
+
+// Pages allocated but not written are not given memory by the warmer; it
+// warms them once the application writes them.
+func TestWarmerLeavesUnwrittenPages(t *testing.T) {
+	c, at := attachedPair(t, 64<<20)
+	w := startWarmer(t, at)
+	base0, err := c.Committed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 8 << 20
+	s, err := c.Alloc(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := c.Bytes(s)
+	half := b[:size/2]
+	for i := 0; i < len(half); i += int(pageSize) {
+		half[i] = 1
+	}
+	waitFor(t, "the warmer to touch the written half", func() bool { return w.Pages() >= size/2/pageSize })
+	got, err := c.Committed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got > base0+size/2+64<<10 {
+		t.Errorf("%d bytes committed after writing half of an %d-byte span (%d before): the warmer gave the other half memory", got, size, base0)
+	}
+	if n := mappedPages(t, at.Bytes(base.Span{Offset: s.Offset + size/2, Size: size / 2})); n != 0 {
+		t.Errorf("%d pages of the unwritten half mapped in the attached arena", n)
+	}
+	for i := size / 2; i < len(b); i += int(pageSize) {
+		b[i] = 1
+	}
+	waitFor(t, "the warmer to touch the second half once written", func() bool { return w.Pages() >= size/pageSize })
+	if n := mappedPages(t, at.Bytes(s)); n != size/int(pageSize) {
+		t.Errorf("%d of %d pages mapped after the whole span was written", n, size/pageSize)
+	}
+}
