@@ -225,7 +225,13 @@ func (a *Arena) NewWarmer() (*Warmer, error) {
 	}
 	pid := uint64(os.Getpid())
 	for i := 0; i < warmerSlots; i++ {
-		if atomicU64(a.mem, hdrWarmers+i*warmerSize).CompareAndSwap(0, pid) {
+		slot := atomicU64(a.mem, hdrWarmers+i*warmerSize)
+		// A slot of a process that is gone (a driver killed and
+		// restarted) is taken back.
+		if old := slot.Load(); old != 0 && errors.Is(unix.Kill(int(old), 0), unix.ESRCH) && slot.CompareAndSwap(old, 0) {
+			atomicU64(a.mem, hdrWarmers+i*warmerSize+8).Store(0)
+		}
+		if slot.CompareAndSwap(0, pid) {
 			w := &Warmer{a: a, slot: i, pid: pid, done: make(chan struct{})}
 			// Start with what the log still holds: spans allocated just
 			// before, as the application's data is when a driver restarts.

@@ -3,6 +3,8 @@ package shm
 import (
 	"encoding/binary"
 	"os"
+	"os/exec"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -321,5 +323,32 @@ func TestWarmerLeavesUnwrittenPages(t *testing.T) {
 	waitFor(t, "the warmer to touch the second half once written", func() bool { return w.Pages() >= size/pageSize })
 	if n := mappedPages(t, at.Bytes(s)); n != size/int(pageSize) {
 		t.Errorf("%d of %d pages mapped after the whole span was written", n, size/pageSize)
+	}
+}
+
+// The slot of a warmer whose process is gone is taken back: a driver
+// restarted many times still gets one.
+func TestWarmerSlotOfDeadProcess(t *testing.T) {
+	_, at := attachedPair(t, 1<<20)
+	// A process that has exited: this test's own child, reaped.
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run true: %v", err)
+	}
+	dead := uint64(cmd.Process.Pid)
+	for i := 0; i < warmerSlots; i++ {
+		atomicU64(at.mem, hdrWarmers+i*warmerSize).Store(dead)
+		atomicU64(at.mem, hdrWarmers+i*warmerSize+8).Store(1<<16 | 1)
+	}
+	w, err := at.NewWarmer()
+	if err != nil {
+		t.Fatalf("NewWarmer with every slot held by a dead process: %v", err)
+	}
+	defer w.release()
+	if got := at.WarmerPIDs(); !slices.Contains(got, os.Getpid()) {
+		t.Errorf("warmer slots %v, want this process among them", got)
+	}
+	if active := atomicU64(at.mem, hdrWarmers+w.slot*warmerSize+8).Load(); active != 0 {
+		t.Errorf("the dead process's published chunk %#x stayed in the slot taken back", active)
 	}
 }
