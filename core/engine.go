@@ -57,7 +57,6 @@ package core
 
 import (
 	"fmt"
-	"math/bits"
 	"runtime"
 	"strings"
 	"sync"
@@ -342,8 +341,10 @@ func (e *engine) push(j *job, releasedBy int32) {
 		return
 	}
 	n := p.Len() // the header, the transfers, the implementations
-	k := e.postKernel(j, c)
+	i, k := e.postKernel(j, c)
+	j.pushImpl = -1
 	if k >= 0 {
+		j.pushImpl = i
 		p.Flags |= wire.PushExec
 		n += wire.ExecSize(len(j.task.Handles), len(j.task.Arg))
 	}
@@ -659,6 +660,11 @@ func (e *engine) posted(c *SchedContext, a *wire.Assign) {
 			return
 		}
 	}
+	if j.impl < 0 && j.pushImpl >= 0 {
+		// The kernel in the Exec the policy posted: the model may have
+		// changed its mind since push chose it.
+		j.impl = j.pushImpl
+	}
 	j.worker, j.posted = int32(wid), true
 	if w.drv.dead.Load() {
 		e.onDeadWorker(j, wid, w.drv, fmt.Errorf("%w: driver-%s is gone; worker %d cannot run task %q", ErrPluginCrashed, w.drv.name, wid, j.name()))
@@ -756,38 +762,38 @@ func (e *engine) encodeExec(b []byte, j *job, k int32, flags uint32, node int) {
 	copy(p, t.Arg)
 }
 
-// postKernel is the kernel index j runs with on the workers that have a
+// postKernel is the implementation and the kernel index j runs with on the workers that have a
 // scheduler ring, when its Exec can travel with its Push to c's policy, or
-// -1. It can when c is the global context (the one policy writing those
+// -1, -1. It can when c is the global context (the one policy writing those
 // rings), RAM is the only memory node (nothing to fetch, pin or invalidate
 // at dispatch), j has no per-worker buffers (SCRATCH, REDUX), and the
 // implementation it runs is known before a worker is (not round-robin
 // while calibrating). Called by push, from any goroutine: it only reads;
 // the engine sets j.impl to the same choice once it learns where j runs.
-func (e *engine) postKernel(j *job, c *SchedContext) int32 {
+func (e *engine) postKernel(j *job, c *SchedContext) (int8, int32) {
 	return e.postKernelImpl(j, c, int(j.impl))
 }
 
 // postKernelImpl is postKernel for a job whose implementation is i (-1:
 // not chosen yet). Chaining asks it of jobs the engine may be assigning
 // as it asks: it must not read their impl.
-func (e *engine) postKernelImpl(j *job, c *SchedContext, i int) int32 {
+func (e *engine) postKernelImpl(j *job, c *SchedContext, i int) (int8, int32) {
 	rt := e.rt
 	if e.postDriver < 0 || c != rt.global || rt.multiNode || j.sub || j.cl.par {
-		return -1
+		return -1, -1
 	}
 	if n := wire.ExecSize(len(j.task.Handles), len(j.task.Arg)); n > maxPostedExec {
-		return -1
+		return -1, -1
 	}
 	d := e.postDriver
 	if i < 0 {
 		mask := j.implMaskOf(d)
 		if mask == 0 || (rt.calibrate && mask&(mask-1) != 0) {
-			return -1
+			return -1, -1
 		}
-		i = bits.TrailingZeros8(mask)
+		i = rt.defaultImpl(j, d, mask)
 	}
-	return j.cl.impls[d][i]
+	return int8(i), j.cl.impls[d][i]
 }
 
 // flushOverflow posts the tasks that found a worker's ring full.

@@ -200,6 +200,10 @@ type job struct {
 	archMask uint32
 	pinned   int32 // the worker the task must run on, or -1
 	impl     int8
+	// pushImpl is the implementation whose kernel push put in the Exec
+	// that travelled with the task's Push (-1: none did); the engine
+	// takes it when the policy posts the task without choosing.
+	pushImpl int8
 	nowhere  bool // completes once ready, running nowhere
 	counted  bool // pushed to the scheduler and counted in NReady
 	// mayHaveRun: the task failed on a worker (its kernel's error, or its
@@ -352,7 +356,7 @@ func (j *job) endDeps() int32 {
 }
 
 func (rt *Runtime) newJob() *job {
-	j := &job{id: rt.nextJob.Add(1), worker: -1, pinned: -1, impl: -1, predicted: -1, predictedTransfer: -1}
+	j := &job{id: rt.nextJob.Add(1), worker: -1, pinned: -1, impl: -1, pushImpl: -1, predicted: -1, predictedTransfer: -1}
 	j.ndeps.Store(1)
 	return j
 }

@@ -90,7 +90,7 @@ func (rt *Runtime) chainable(s *job) bool {
 	return rt.chains && t != nil && s.acquire == nil && s.cl != nil && !s.cl.par && !s.nowhere && !s.arb && !s.sub &&
 		s.ctx == nil && s.pinned < 0 && t.PrologueCallback == nil && t.WorkerOrder == 0 &&
 		!(s.cl.retryable && rt.cfg.PluginRestarts > 0) && rt.engine.checks.Load() == 0 &&
-		s.status.Load() == uint32(statusWaiting) && rt.engine.postKernelImpl(s, rt.global, -1) >= 0
+		s.status.Load() == uint32(statusWaiting) && postable(rt.engine.postKernelImpl(s, rt.global, -1))
 }
 
 // solePred is the job every one of s's dependencies is on, or nil. For a
@@ -415,3 +415,6 @@ func (e *engine) markPushed(j *job) {
 		e.rt.chainFrom(j)
 	}
 }
+
+// postable reports whether postKernelImpl found a kernel.
+func postable(_ int8, k int32) bool { return k >= 0 }

@@ -5,6 +5,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/bits"
 	"sort"
 	"strings"
@@ -444,15 +445,15 @@ func (j *job) manyImpls(d int) bool {
 }
 
 // chooseImpl picks the implementation job j runs on driver d when the
-// policy did not: the first one allowed, or the next in turn when
-// calibrating. Engine goroutine only.
+// policy did not: the next in turn when calibrating, else defaultImpl's.
+// Engine goroutine only.
 func (rt *Runtime) chooseImpl(j *job, d int) int {
 	mask := j.implMaskOf(d)
 	if mask == 0 {
 		return -1
 	}
 	if !rt.calibrate || mask&(mask-1) == 0 {
-		return bits.TrailingZeros8(mask)
+		return rt.defaultImpl(j, d, mask)
 	}
 	n := bits.OnesCount8(mask)
 	k := int(j.cl.rr[d]) % n
@@ -465,6 +466,39 @@ func (rt *Runtime) chooseImpl(j *job, d int) int {
 			k--
 		}
 	}
+}
+
+// defaultImpl is the implementation j runs on driver d, among those of
+// mask (not empty), when neither its policy nor calibration chooses: the
+// one its codelet's model predicts fastest on d's architecture for j's
+// footprint, once the model predicts every one of them there, else the
+// first. So a codelet may list variants of a kernel (a diagonal update by
+// SYRK or by GEMM, say) and run the faster on each machine once calibrated
+// (STARPU_CALIBRATE=1 runs each in turn). Reads only: push calls it from
+// any goroutine, after predict has set j's footprint.
+func (rt *Runtime) defaultImpl(j *job, d int, mask uint8) int {
+	first := bits.TrailingZeros8(mask)
+	m := j.cl.model
+	if m == nil || mask&(mask-1) == 0 || j.dataSize == 0 || d < 0 || d >= len(rt.drivers) {
+		return first
+	}
+	a := driver.ArchIndex(rt.drivers[d].fp.Arch)
+	if a < 0 || rt.models.archKeys[a] == "" {
+		return first
+	}
+	key := rt.models.archKeys[a]
+	best, bestNs := first, math.Inf(1)
+	for mm := mask; mm != 0; mm &= mm - 1 {
+		i := bits.TrailingZeros8(mm)
+		ns, ok := m.PredictImpl(key, i, j.footprint, j.dataSize)
+		if !ok {
+			return first
+		}
+		if ns < bestNs {
+			best, bestNs = i, ns
+		}
+	}
+	return best
 }
 
 // policyImpl takes the implementation a policy chose for job j on worker w

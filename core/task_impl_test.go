@@ -224,3 +224,66 @@ func TestPolicyImplementationChecked(t *testing.T) {
 		})
 	}
 }
+
+// With a policy that leaves the choice to the core (ws), a codelet's
+// implementations are run in turn while calibrating, and once the model
+// predicts each of them the core runs the one predicted fastest, whatever
+// its index: x counts the slow kernel's runs.
+func TestCoreChoosesFastestImplementation(t *testing.T) {
+	const slow, fast = blasarg.ScalF32, blasarg.Empty
+	const n = 2*perfmodel.MinSamples + 4
+	dir := t.TempDir()
+	run := func(calibrate int) (ran [2]int, slowRuns float64) {
+		cfg := testConfig(pluginDir)
+		cfg.Sched = "ws"
+		cfg.ModelDir = dir
+		cfg.Calibrate = calibrate
+		rt, err := core.Init(t.Context(), core.Options{Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Shutdown()
+		cl := &core.Codelet{Name: "fastest_impl", Impls: map[driver.Arch][]string{driver.CPU: {slow, fast}}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel}
+		x := make([]float32, 1<<18)
+		x[0] = 1
+		h, err := core.RegisterVector(rt, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks := make([]*core.Task, n)
+		for k := range tasks {
+			tasks[k] = &core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode()}
+			if err := rt.Submit(tasks[k]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rt.WaitForAll(); err != nil {
+			t.Fatal(err)
+		}
+		for k, tk := range tasks {
+			p, err := rt.Profiling(tk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Implementation < 0 || p.Implementation > 1 {
+				t.Fatalf("task %d ran implementation %d", k, p.Implementation)
+			}
+			ran[p.Implementation]++
+		}
+		if err := h.Unregister(); err != nil {
+			t.Fatal(err)
+		}
+		return ran, math.Log2(float64(x[0]))
+	}
+	ran, slowRuns := run(1)
+	if ran[0] < perfmodel.MinSamples || ran[1] < perfmodel.MinSamples {
+		t.Fatalf("calibrating: runs per implementation %v, want %d of each at least", ran, perfmodel.MinSamples)
+	}
+	if slowRuns != float64(ran[0]) {
+		t.Fatalf("calibrating: the slow kernel ran %v times, Profiling says %d", slowRuns, ran[0])
+	}
+	ran, slowRuns = run(0)
+	if ran[1] != n || slowRuns != 0 {
+		t.Errorf("calibrated: runs per implementation %v (the slow kernel's really %v): want all %d on the fast one, implementation 1", ran, slowRuns, n)
+	}
+}

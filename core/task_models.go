@@ -166,7 +166,7 @@ func (hd *Handle) footprint() uint32 {
 
 // predict fills a push with the model's predicted lengths per architecture,
 // of the implementation the core runs when the policy leaves the choice to
-// it (the first one j may run there); with the length of each of them when
+// it (defaultImpl's); with the length of each of them when
 // j may run more than one on some architecture, so that the policy may
 // choose (implsPredicted); and with the predicted time to bring the task's
 // input data to each node.
@@ -182,7 +182,7 @@ func (e *engine) predict(j *job, p *wire.Push) {
 			mask := j.implMaskOf(rt.models.archDrv[a])
 			first := 0
 			if mask != 0 {
-				first = bits.TrailingZeros8(mask)
+				first = rt.defaultImpl(j, rt.models.archDrv[a], mask)
 				multi = multi || mask&(mask-1) != 0
 			}
 			if ns, ok := m.PredictImpl(key, first, j.footprint, j.dataSize); ok {

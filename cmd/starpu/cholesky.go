@@ -139,8 +139,26 @@ func (ks choleskyKernels) codelets() choleskyCodelets {
 		ImplFlags: map[core.Arch][]core.ImplFlag{core.CUDA: {core.ImplAsync}}}
 	trsm := anywhere(ks.trsm, core.R, core.RW)
 	syrk := anywhere(ks.syrk, core.R, core.RW)
+	// On CPUs the diagonal update has two implementations, SYRK and a
+	// whole GEMM (StarPU's example's), and the runtime runs the one its
+	// models find faster on this machine (the core's choice, or dmda's).
+	if v := syrkVariant(ks.syrk); v != "" {
+		delete(syrk.Kernels, core.CPU)
+		syrk.Impls = map[core.Arch][]string{core.CPU: {ks.syrk, v}}
+	}
 	gemm := anywhere(ks.gemm, core.R, core.R, core.RW)
 	return choleskyCodelets{potrf: potrf, trsm: trsm, syrk: syrk, gemm: gemm}
+}
+
+// syrkVariant is the GEMM variant of syrk kernel k, "" for none.
+func syrkVariant(k string) string {
+	switch k {
+	case blasarg.SyrkF32:
+		return blasarg.SyrkGemmF32
+	case blasarg.SyrkF64:
+		return blasarg.SyrkGemmF64
+	}
+	return ""
 }
 
 // walk submits the tasks of the factorisation of the lower tiles handles

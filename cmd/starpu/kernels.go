@@ -53,7 +53,7 @@ func kernelsBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	pairs := map[string]any{"size": *size, "nblocks": *nblocks}
 	fmt.Fprintf(out, "%-10s %6s  %-32s  %-32s  %s\n", "kernel", "calls", "in the driver: mean p50 p90 max", "direct: mean p50 p90 max", "ratio of means, p50")
-	for _, k := range []string{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32} {
+	for _, k := range []string{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.SyrkGemmF32, blasarg.GemmF32} {
 		d, b := summarise(inDriver[k]), summarise(bare[k])
 		if d.n == 0 || b.n == 0 {
 			continue
@@ -116,6 +116,11 @@ func driverKernels(rt *core.Runtime, n, nb int) (calls []kernelCall, times map[s
 		if err != nil {
 			return nil, nil, err
 		}
+		// The implementation that ran, where the codelet has several:
+		// the direct calls make the same.
+		if impls := t.Codelet.Impls[core.CPU]; p.Implementation >= 0 && p.Implementation < len(impls) {
+			calls[i].kernel = impls[p.Implementation]
+		}
 		times[calls[i].kernel] = append(times[calls[i].kernel], float64(p.Ended.Sub(p.Started).Nanoseconds())/1e3)
 	}
 	return calls, times, nil
@@ -150,6 +155,8 @@ func bareKernels(ctx context.Context, n, nb int, calls []kernelCall) (map[string
 			err = blas.Strsm(true, true, true, false, bs, bs, 1, tile(c.tiles[0]), n, tile(c.tiles[1]), n)
 		case blasarg.SyrkF32:
 			err = blas.Ssyrk(true, false, bs, bs, -1, tile(c.tiles[0]), n, 1, tile(c.tiles[1]), n)
+		case blasarg.SyrkGemmF32:
+			err = blas.Sgemm(false, true, bs, bs, bs, -1, tile(c.tiles[0]), n, tile(c.tiles[0]), n, 1, tile(c.tiles[1]), n)
 		case blasarg.GemmF32:
 			err = blas.Sgemm(false, true, bs, bs, bs, -1, tile(c.tiles[0]), n, tile(c.tiles[1]), n, 1, tile(c.tiles[2]), n)
 		default:

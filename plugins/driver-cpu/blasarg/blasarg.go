@@ -44,6 +44,14 @@ const (
 	SyrkF32 = "syrk_f32"
 	SyrkF64 = "syrk_f64"
 
+	// SyrkGemmF32 and SyrkGemmF64 are SyrkF32 and SyrkF64 through a whole
+	// GEMM, C = Alpha*op(A)*op(A)^T + Beta*C on both triangles of C (the
+	// other triangle is written too): a variant for the machines where
+	// the library's SYRK is the slower (StarPU's Cholesky example updates
+	// its diagonal tiles so). Buffers and Arg as SyrkF32.
+	SyrkGemmF32 = "syrk_gemm_f32"
+	SyrkGemmF64 = "syrk_gemm_f64"
+
 	// TrsmF32 and TrsmF64: B = X solving op(A)*X = Alpha*B or
 	// X*op(A) = Alpha*B. Buffers: [matrix A R, matrix B RW]. Arg: TrsmArg.
 	TrsmF32 = "trsm_f32"

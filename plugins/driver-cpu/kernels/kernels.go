@@ -35,6 +35,8 @@ func Library() []kernel.Kernel {
 		{Name: blasarg.GemmF64, Func: gemmKernel(blasarg.GemmF64, blas.Dgemm)},
 		{Name: blasarg.SyrkF32, Func: syrkKernel(blasarg.SyrkF32, blas.Ssyrk)},
 		{Name: blasarg.SyrkF64, Func: syrkKernel(blasarg.SyrkF64, blas.Dsyrk)},
+		{Name: blasarg.SyrkGemmF32, Func: syrkKernel(blasarg.SyrkGemmF32, syrkByGemm(blas.Sgemm))},
+		{Name: blasarg.SyrkGemmF64, Func: syrkKernel(blasarg.SyrkGemmF64, syrkByGemm(blas.Dgemm))},
 		{Name: blasarg.TrsmF32, Func: trsmKernel(blasarg.TrsmF32, blas.Strsm)},
 		{Name: blasarg.TrsmF64, Func: trsmKernel(blasarg.TrsmF64, blas.Dtrsm)},
 		{Name: blasarg.PotrfF32, Func: potrfKernel(blasarg.PotrfF32, blas.Spotrf)},
@@ -231,6 +233,15 @@ func syrkKernel[T float](name string, f func(bool, bool, int, int, T, []T, int, 
 				name, ar, k, n, n, n)
 		}
 		return wrap(name, f(arg.Lower, arg.Trans, n, k, T(arg.Alpha), a.d, a.ld, T(arg.Beta), c.d, c.ld))
+	}
+}
+
+// syrkByGemm is a SYRK made of a GEMM: op(A)*op(A)^T on the whole of C,
+// which includes the triangle SYRK writes. lower is ignored: both are
+// written.
+func syrkByGemm[T float](gemm func(bool, bool, int, int, int, T, []T, int, []T, int, T, []T, int) error) func(bool, bool, int, int, T, []T, int, T, []T, int) error {
+	return func(_, trans bool, n, k int, alpha T, a []T, lda int, beta T, c []T, ldc int) error {
+		return gemm(trans, !trans, n, n, k, alpha, a, lda, a, lda, beta, c, ldc)
 	}
 }
 

@@ -38,6 +38,7 @@ func TestLibraryNames(t *testing.T) {
 		blasarg.ScalF32, blasarg.ScalF64, blasarg.AxpyF32, blasarg.AxpyF64,
 		blasarg.DotF32, blasarg.DotF64, blasarg.GemmF32, blasarg.GemmF64,
 		blasarg.SyrkF32, blasarg.SyrkF64, blasarg.TrsmF32, blasarg.TrsmF64,
+		blasarg.SyrkGemmF32, blasarg.SyrkGemmF64,
 		blasarg.PotrfF32, blasarg.PotrfF64,
 		blasarg.Zero, blasarg.AddF32, blasarg.AddF64,
 		blasarg.ParGemmF32, blasarg.ParGemmF64, blasarg.ParPotrfF32, blasarg.ParPotrfF64,
@@ -47,7 +48,7 @@ func TestLibraryNames(t *testing.T) {
 			t.Errorf("kernel %q missing", name)
 		}
 	}
-	if len(m) != 24+len(sparseKernels()) {
+	if len(m) != 26+len(sparseKernels()) {
 		t.Errorf("%d kernels, want %d", len(m), 24+len(sparseKernels()))
 	}
 }
@@ -244,12 +245,16 @@ func testGemm[T float](t *testing.T) {
 }
 
 func TestSyrk(t *testing.T) {
-	t.Run("f32", testSyrk[float32])
-	t.Run("f64", testSyrk[float64])
+	t.Run("f32", func(t *testing.T) { testSyrk[float32](t, "syrk") })
+	t.Run("f64", func(t *testing.T) { testSyrk[float64](t, "syrk") })
+	// The GEMM variant writes both triangles: both are checked.
+	t.Run("gemm/f32", func(t *testing.T) { testSyrk[float32](t, "syrk_gemm") })
+	t.Run("gemm/f64", func(t *testing.T) { testSyrk[float64](t, "syrk_gemm") })
 }
 
-func testSyrk[T float](t *testing.T) {
-	name := "syrk" + suffix[T]()
+func testSyrk[T float](t *testing.T, kind string) {
+	name := kind + suffix[T]()
+	whole := kind == "syrk_gemm"
 	for _, lower := range []bool{false, true} {
 		for _, trans := range []bool{false, true} {
 			for _, c := range []struct {
@@ -265,7 +270,7 @@ func testSyrk[T float](t *testing.T) {
 					}
 					a := newTmat[T](rng, ar, ac, ar+c.pa)
 					cm := newTmat[T](rng, c.n, c.n, c.n+c.pc)
-					other := func(i, j int) bool { return (lower && i < j) || (!lower && i > j) }
+					other := func(i, j int) bool { return !whole && ((lower && i < j) || (!lower && i > j)) }
 					for i := 0; i < c.n; i++ {
 						for j := 0; j < c.n; j++ {
 							if other(i, j) {
