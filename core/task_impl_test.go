@@ -22,7 +22,9 @@ import (
 // A codelet with a slow and a fast CPU implementation (scal over 1 MiB,
 // which doubles x, and the empty kernel), run as a chain of tasks on real
 // plugin processes: under dmda both are measured first, then the fast one
-// runs, whichever index it has; under ws the core runs the first one.
+// runs, whichever index it has; under ws, the models uncalibrated, the
+// core runs the first one (TestCoreChoosesFastestImplementation: once
+// they are calibrated, the fastest).
 // x tells how many times the slow kernel really ran, which must be what
 // Profiling says: the posted Execs carry the chosen kernel. Then, the
 // models calibrated, independent tasks run the fast one too.
