@@ -26,6 +26,7 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	check := fs.Bool("check", true, "verify the factor: the residual of a solve, and the componentwise backward error on four entries of every tile")
 	retryable := fs.Bool("retryable", false, "mark the codelets Retryable: the runtime snapshots each task's read-write tile, so that a task whose driver plugin dies is run again on the restarted driver")
 	layout := fs.String("layout", "partition", "partition: one matrix cut into tiles by a filter (StarPU's cholesky_implicit); async: the same through a partition plan submitted with the tasks, gathered back asynchronously; contiguous: each tile allocated apart (cholesky_tile_tag)")
+	variants := fs.Bool("variants", false, "give the diagonal update two CPU implementations, SSYRK and a whole GEMM (StarPU's example's), and run the one the performance models find faster here (calibrate them first: STARPU_CALIBRATE=1)")
 	parallel := fs.Int("parallel", 0, "the potrf and gemm tasks of the first N panel steps are parallel tasks (FORKJOIN codelets of the parallel potrf and gemm kernels), which a policy that places them (dmda) runs on combined workers")
 	var mf choleskyMPIFlags
 	mf.register(fs)
@@ -45,6 +46,9 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	if *size%*nblocks != 0 {
 		return usagef("cholesky: size (%d) must be a positive multiple of nblocks (%d)", *size, *nblocks)
 	}
+	if mf.wanted() && *variants {
+		return usagef("cholesky: --variants is for one node: with --mpi, the diagonal update is SSYRK")
+	}
 	if mf.wanted() && *parallel > 0 {
 		return usagef("cholesky: --parallel is for one node: with --mpi, every task runs on one worker")
 	}
@@ -58,9 +62,9 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 	var res choleskyResult
 	switch *precision {
 	case "single":
-		res, err = runCholesky[float32](rt, *size, *nblocks, *check, *layout, *parallel, choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32, *retryable})
+		res, err = runCholesky[float32](rt, *size, *nblocks, *check, *layout, *parallel, choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32, *retryable, *variants})
 	case "double":
-		res, err = runCholesky[float64](rt, *size, *nblocks, *check, *layout, *parallel, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64, *retryable})
+		res, err = runCholesky[float64](rt, *size, *nblocks, *check, *layout, *parallel, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64, *retryable, *variants})
 	default:
 		err = fmt.Errorf("cholesky: --precision %q: want single or double", *precision)
 	}
@@ -98,6 +102,9 @@ func cholesky(ctx context.Context, args []string, out io.Writer) error {
 type choleskyKernels struct {
 	potrf, trsm, syrk, gemm string
 	retryable               bool
+	// variants lists a second CPU implementation of the diagonal update
+	// (--variants).
+	variants bool
 }
 
 // choleskyCodelets are the codelets of the tiled Cholesky, for one
@@ -139,10 +146,12 @@ func (ks choleskyKernels) codelets() choleskyCodelets {
 		ImplFlags: map[core.Arch][]core.ImplFlag{core.CUDA: {core.ImplAsync}}}
 	trsm := anywhere(ks.trsm, core.R, core.RW)
 	syrk := anywhere(ks.syrk, core.R, core.RW)
-	// On CPUs the diagonal update has two implementations, SYRK and a
-	// whole GEMM (StarPU's example's), and the runtime runs the one its
-	// models find faster on this machine (the core's choice, or dmda's).
-	if v := syrkVariant(ks.syrk); v != "" {
+	// With variants, the diagonal update has two CPU implementations,
+	// SYRK and a whole GEMM (StarPU's example's), and the runtime runs the
+	// one its models find faster on this machine (the core's choice, or
+	// dmda's). Not by default: a model entry keeps its first samples, and
+	// one calibrated while pages faulted would choose wrong for good.
+	if v := syrkVariant(ks.syrk); ks.variants && v != "" {
 		delete(syrk.Kernels, core.CPU)
 		syrk.Impls = map[core.Arch][]string{core.CPU: {ks.syrk, v}}
 	}

@@ -127,9 +127,9 @@ func (f *choleskyMPIFlags) run(ctx context.Context, rf *runtimeFlags, a cholesky
 	var res choleskyMPIResult
 	switch a.precision {
 	case "single":
-		res, err = runCholeskyMPI[float32](c, grid, a, choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32, a.retryable})
+		res, err = runCholeskyMPI[float32](c, grid, a, choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32, a.retryable, false})
 	default:
-		res, err = runCholeskyMPI[float64](c, grid, a, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64, a.retryable})
+		res, err = runCholeskyMPI[float64](c, grid, a, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64, a.retryable, false})
 	}
 	if err != nil || c.Rank() != 0 {
 		return err

@@ -69,6 +69,7 @@ func TestCLI(t *testing.T) {
 		{args: []string{"run", "vector-scal", "--ncpu", "some"}, code: 2, stderr: []string{`run vector-scal: invalid value "some" for flag -ncpu`}, emptyOther: true},
 		{args: []string{"run", "vector-scal", "--ncpu", "-2"}, code: 2, stderr: []string{"run vector-scal: --ncpu -2 is out of range"}, emptyOther: true},
 		{args: []string{"run", "vector-scal", "leftover"}, code: 2, stderr: []string{`run vector-scal: unexpected argument "leftover"`}, emptyOther: true},
+		{args: []string{"run", "cholesky", "--mpi", "--variants"}, code: 2, stderr: []string{"cholesky: --variants is for one node"}, emptyOther: true},
 		{args: []string{"bench", "kernels", "--size", "100", "--nblocks", "3"}, code: 2, stderr: []string{"bench kernels: size (100) must be a positive multiple of nblocks (3)"}, emptyOther: true},
 		{args: []string{"bench", "sgemm", "--threads", "0"}, code: 2, stderr: []string{"bench sgemm: --threads 0 is out of range"}, emptyOther: true},
 		{args: []string{"bench", "soak", "--max-growth-pct", "-1"}, code: 2, stderr: []string{"bench soak: --max-growth-pct -1 is out of range"}, emptyOther: true},

@@ -177,7 +177,7 @@ func (r faultRun) run(ctx context.Context, pluginDir string) (ok, injected bool,
 	case "cholesky":
 		close(start)
 		var res choleskyResult
-		res, err = runCholesky[float64](rt, 768, 6, true, "partition", 0, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64, true})
+		res, err = runCholesky[float64](rt, 768, 6, true, "partition", 0, choleskyKernels{blasarg.PotrfF64, blasarg.TrsmF64, blasarg.SyrkF64, blasarg.GemmF64, true, false})
 		ok = err == nil && res.check.verified()
 	default:
 		ok, err = faultChain(rt, start)

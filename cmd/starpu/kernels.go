@@ -93,7 +93,7 @@ func driverKernels(rt *core.Runtime, n, nb int) (calls []kernelCall, times map[s
 			where[h] = [2]int{m, k}
 		}
 	}
-	cls := choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32, false}.codelets()
+	cls := choleskyKernels{blasarg.PotrfF32, blasarg.TrsmF32, blasarg.SyrkF32, blasarg.GemmF32, false, false}.codelets()
 	var tasks []*core.Task
 	if err := cls.walk(tiles.handles, func(cl *core.Codelet, arg []byte, prio int, hs ...*core.Handle) error {
 		call := kernelCall{kernel: cl.Name}

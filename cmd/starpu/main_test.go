@@ -84,6 +84,9 @@ func TestRunWorkloads(t *testing.T) {
 		{[]string{"run", "vector-scal", "--size", "100000"}, map[string]string{"verified": "true"}, []string{"gflops", "ms"}},
 		{[]string{"run", "cholesky", "--size", "512", "--nblocks", "4"}, map[string]string{"verified": "true", "precision": "single"}, []string{"gflops", "residual"}},
 		{[]string{"run", "cholesky", "--size", "384", "--nblocks", "6", "--precision", "double"}, map[string]string{"verified": "true", "precision": "double"}, []string{"gflops"}},
+		// Both diagonal updates, SSYRK and the GEMM variant, as dmda
+		// calibrates them: the factor still checks.
+		{[]string{"run", "cholesky", "--size", "512", "--nblocks", "8", "--variants", "--sched", "dmda"}, map[string]string{"verified": "true"}, []string{"gflops"}},
 		{[]string{"run", "cholesky", "--size", "384", "--nblocks", "6", "--layout", "async"}, map[string]string{"verified": "true", "layout": "async"}, []string{"gflops"}},
 		// Parallel potrf and gemm in the first two steps, on combined
 		// workers under dmda: the factor still checks.
