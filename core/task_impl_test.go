@@ -53,34 +53,12 @@ func TestPolicyChoosesImplementation(t *testing.T) {
 			defer rt.Shutdown()
 			name := fmt.Sprintf("impl_choice_%d", i)
 			cl := &core.Codelet{Name: name, Impls: map[driver.Arch][]string{driver.CPU: c.impls}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel}
-			x := make([]float32, 1<<18)
-			x[0] = 1
-			h, err := core.RegisterVector(rt, x)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tasks := make([]*core.Task, n)
-			for k := range tasks {
-				tasks[k] = &core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode()}
-				if err := rt.Submit(tasks[k]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := rt.WaitForAll(); err != nil {
-				t.Fatal(err)
-			}
+			tasks, h, x := doublings(t, rt, cl, n)
 			var ran [2]int
 			inTail := 0
-			for k, tk := range tasks {
-				p, err := rt.Profiling(tk)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if p.Implementation < 0 || p.Implementation > 1 {
-					t.Fatalf("task %d ran implementation %d", k, p.Implementation)
-				}
-				ran[p.Implementation]++
-				if k >= n-tail && p.Implementation == c.want {
+			for k, impl := range implsRun(t, rt, tasks) {
+				ran[impl]++
+				if k >= n-tail && impl == c.want {
 					inTail++
 				}
 			}
@@ -246,31 +224,9 @@ func TestCoreChoosesFastestImplementation(t *testing.T) {
 		}
 		defer rt.Shutdown()
 		cl := &core.Codelet{Name: "fastest_impl", Impls: map[driver.Arch][]string{driver.CPU: {slow, fast}}, Modes: []core.Mode{core.RW}, Model: core.HistoryModel}
-		x := make([]float32, 1<<18)
-		x[0] = 1
-		h, err := core.RegisterVector(rt, x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tasks := make([]*core.Task, n)
-		for k := range tasks {
-			tasks[k] = &core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode()}
-			if err := rt.Submit(tasks[k]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := rt.WaitForAll(); err != nil {
-			t.Fatal(err)
-		}
-		for k, tk := range tasks {
-			p, err := rt.Profiling(tk)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p.Implementation < 0 || p.Implementation > 1 {
-				t.Fatalf("task %d ran implementation %d", k, p.Implementation)
-			}
-			ran[p.Implementation]++
+		tasks, h, x := doublings(t, rt, cl, n)
+		for _, impl := range implsRun(t, rt, tasks) {
+			ran[impl]++
 		}
 		if err := h.Unregister(); err != nil {
 			t.Fatal(err)
@@ -288,4 +244,47 @@ func TestCoreChoosesFastestImplementation(t *testing.T) {
 	if ran[1] != n || slowRuns != 0 {
 		t.Errorf("calibrated: runs per implementation %v (the slow kernel's really %v): want all %d on the fast one, implementation 1", ran, slowRuns, n)
 	}
+}
+
+// doublings registers a vector x of 2^18 floats with x[0] = 1, submits n
+// tasks of cl on it in a chain, each with the argument of a scal by 2 (the
+// slow implementation doubles x[0], the empty one leaves it), and waits for
+// them. The handle stays registered.
+func doublings(t *testing.T, rt *core.Runtime, cl *core.Codelet, n int) ([]*core.Task, *core.Handle, []float32) {
+	t.Helper()
+	x := make([]float32, 1<<18)
+	x[0] = 1
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := make([]*core.Task, n)
+	for k := range tasks {
+		tasks[k] = &core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 2}.Encode()}
+		if err := rt.Submit(tasks[k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.WaitForAll(); err != nil {
+		t.Fatal(err)
+	}
+	return tasks, h, x
+}
+
+// implsRun is the implementation each of tasks ran, as Profiling says, 0
+// or 1; anything else fails the test.
+func implsRun(t *testing.T, rt *core.Runtime, tasks []*core.Task) []int {
+	t.Helper()
+	impls := make([]int, len(tasks))
+	for k, tk := range tasks {
+		p, err := rt.Profiling(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Implementation < 0 || p.Implementation > 1 {
+			t.Fatalf("task %d ran implementation %d", k, p.Implementation)
+		}
+		impls[k] = p.Implementation
+	}
+	return impls
 }

@@ -104,19 +104,9 @@ func (a *Arena) logSpan(off, size uint64, freed bool) {
 	stamp.Store(a.logged)
 	seq := atomicU32(a.mem, hdrLogSeq)
 	seq.Store(uint32(a.logged))
-	if a.warmersPresent() {
+	if len(a.WarmerPIDs()) > 0 {
 		futex(seq, futexWake, math.MaxInt32, nil)
 	}
-}
-
-// warmersPresent reports whether any process has claimed a warmer slot.
-func (a *Arena) warmersPresent() bool {
-	for i := 0; i < warmerSlots; i++ {
-		if atomicU64(a.mem, hdrWarmers+i*warmerSize).Load() != 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // WarmerPIDs lists the processes holding a warmer slot of the arena, for
@@ -136,20 +126,13 @@ func (a *Arena) WarmerPIDs() []int {
 // is freed on the way. The caller holds a.mu.
 func (a *Arena) warmed(lo, hi uint64) bool {
 	for i := 0; i < warmerSlots; i++ {
-		pidw := atomicU64(a.mem, hdrWarmers+i*warmerSize)
-		active := atomicU64(a.mem, hdrWarmers+i*warmerSize+8)
-		pid, act := pidw.Load(), active.Load()
+		pid := atomicU64(a.mem, hdrWarmers+i*warmerSize).Load()
+		act := atomicU64(a.mem, hdrWarmers+i*warmerSize+8).Load()
 		if pid == 0 || act == 0 {
 			continue
 		}
 		start, n := (act>>16)*pageSize, (act&0xffff)*pageSize
-		if start >= hi || start+n <= lo {
-			continue
-		}
-		if err := unix.Kill(int(pid), 0); errors.Is(err, unix.ESRCH) {
-			if pidw.CompareAndSwap(pid, 0) {
-				active.Store(0)
-			}
+		if start >= hi || start+n <= lo || a.reclaimSlot(i, pid) {
 			continue
 		}
 		return true
@@ -157,14 +140,21 @@ func (a *Arena) warmed(lo, hi uint64) bool {
 	return false
 }
 
+// reclaimSlot frees warmer slot i, held by pid, when that process is gone
+// (a driver killed and restarted), and reports whether it did.
+func (a *Arena) reclaimSlot(i int, pid uint64) bool {
+	if !errors.Is(unix.Kill(int(pid), 0), unix.ESRCH) || !atomicU64(a.mem, hdrWarmers+i*warmerSize).CompareAndSwap(pid, 0) {
+		return false
+	}
+	atomicU64(a.mem, hdrWarmers+i*warmerSize+8).Store(0)
+	return true
+}
+
 // punchFree releases the pages of [lo, hi), a range of free heap, or
 // defers that while a warmer is touching some of them. The caller holds
 // a.mu. It reports whether the pages were released.
 func (a *Arena) punchFree(lo, hi uint64) bool {
-	if lo >= hi {
-		return true
-	}
-	if a.warmed(lo, hi) {
+	if lo < hi && a.warmed(lo, hi) {
 		a.deferred = append(a.deferred, freeRange{off: lo, end: hi})
 		return false
 	}
@@ -226,10 +216,8 @@ func (a *Arena) NewWarmer() (*Warmer, error) {
 	pid := uint64(os.Getpid())
 	for i := 0; i < warmerSlots; i++ {
 		slot := atomicU64(a.mem, hdrWarmers+i*warmerSize)
-		// A slot of a process that is gone (a driver killed and
-		// restarted) is taken back.
-		if old := slot.Load(); old != 0 && errors.Is(unix.Kill(int(old), 0), unix.ESRCH) && slot.CompareAndSwap(old, 0) {
-			atomicU64(a.mem, hdrWarmers+i*warmerSize+8).Store(0)
+		if old := slot.Load(); old != 0 {
+			a.reclaimSlot(i, old)
 		}
 		if slot.CompareAndSwap(0, pid) {
 			w := &Warmer{a: a, slot: i, pid: pid, done: make(chan struct{})}

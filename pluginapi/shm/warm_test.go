@@ -2,6 +2,7 @@ package shm
 
 import (
 	"encoding/binary"
+	"errors"
 	"os"
 	"os/exec"
 	"slices"
@@ -350,5 +351,18 @@ func TestWarmerSlotOfDeadProcess(t *testing.T) {
 	}
 	if active := atomicU64(at.mem, hdrWarmers+w.slot*warmerSize+8).Load(); active != 0 {
 		t.Errorf("the dead process's published chunk %#x stayed in the slot taken back", active)
+	}
+}
+
+// When every slot is held by a live process, NewWarmer says so.
+func TestWarmerNoSlot(t *testing.T) {
+	_, at := attachedPair(t, 1<<20)
+	for i := 0; i < warmerSlots; i++ {
+		if _, err := at.NewWarmer(); err != nil {
+			t.Fatalf("warmer %d: %v", i, err)
+		}
+	}
+	if _, err := at.NewWarmer(); !errors.Is(err, ErrNoWarmerSlot) {
+		t.Fatalf("NewWarmer with every slot held by this live process: %v, want ErrNoWarmerSlot", err)
 	}
 }
