@@ -115,9 +115,12 @@ type workerState struct {
 	spec       driver.WorkerSpec
 	dispatch   *shm.Ring
 	completion *shm.Ring
-	bell       *shm.Bell
-	mustRing   bool   // the engine posted tasks since it last rang the bell
-	overflow   []*job // assigned tasks waiting for room in the dispatch ring
+	// sched is the worker's scheduler ring (nil: none), which the policy
+	// writes; the core only reads where the worker stands in it.
+	sched    *shm.Ring
+	bell     *shm.Bell
+	mustRing bool   // the engine posted tasks since it last rang the bell
+	overflow []*job // assigned tasks waiting for room in the dispatch ring
 	// node is the memory node the worker computes on; ctlOverflow holds
 	// device-memory messages waiting for room in the dispatch ring.
 	node        int
@@ -249,7 +252,7 @@ func (e *engine) addWorker(d *driverInst, unit int) (*workerState, error) {
 	// Scheduler rings go to the RAM workers of one driver, the first that
 	// reads them, so that one kernel index serves all of them.
 	if d.fp.SchedRing && d.fp.Units[unit].Node == 0 && (e.postDriver < 0 || e.postDriver == w.driverIdx) {
-		if _, w.spec.SchedRing, err = carveRing(rt.arena, schedRingCap); err != nil {
+		if w.sched, w.spec.SchedRing, err = carveRing(rt.arena, schedRingCap); err != nil {
 			return nil, fmt.Errorf("worker %d scheduler ring: %w", w.id, err)
 		}
 		e.postDriver = w.driverIdx
@@ -671,6 +674,7 @@ func (e *engine) posted(c *SchedContext, a *wire.Assign) {
 		return
 	}
 	e.rt.assign(j, w)
+	j.queued(w, w.sched, a.At)
 	e.notePrediction(j, w)
 	if j.chain.Load()&chainOn != 0 {
 		e.rt.chainAccepted(j)
@@ -733,6 +737,7 @@ func (e *engine) post(w *workerState, j *job) bool {
 	}
 	e.encodeExec(b, j, k, j.cl.execFlags(w.driverIdx, j.impl)|j.teamFlags(), w.node)
 	j.putTeam(b)
+	j.queued(w, w.dispatch, w.dispatch.ReservedAt())
 	w.dispatch.Commit()
 	w.mustRing = true
 	if j.comb != nil {
@@ -926,7 +931,8 @@ func (e *engine) drainCompletions() {
 			if j.worker < 0 { // posted by the scheduler, echo not read yet
 				j.worker, j.posted = int32(w.id), true
 				e.rt.assign(j, w)
-				e.notePrediction(j, w) // before record adds this run
+				j.status.Store(uint32(StatusRunning)) // ran: where it lay no longer matters
+				e.notePrediction(j, w)                // before record adds this run
 				if j.chain.Load()&chainOn != 0 {
 					e.rt.chainAccepted(j)
 				}

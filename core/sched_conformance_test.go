@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -295,4 +296,63 @@ func TestSchedPriorities(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestStatusRunningWhenStarted: a task is StatusRunning once its worker
+// starts it, not while it waits in the worker's ring behind another (the
+// seed's "running on some worker"). One worker, four tasks whose kernels
+// block until released one at a time: every policy posts several to the
+// worker at once, and exactly one of them may say it runs.
+func TestStatusRunningWhenStarted(t *testing.T) {
+	for i, sc := range schedCases {
+		t.Run(sc.label, func(t *testing.T) {
+			next, stop := make(chan struct{}), make(chan struct{})
+			gate := kernel.Kernel{Name: "test_next", Func: func(*kernel.Context) error {
+				select {
+				case <-next:
+				case <-stop: // the test failed: let Shutdown end
+				}
+				return nil
+			}}
+			opt := schedOptions(i, true, pluginDir, func(c *config.Config) { c.NCPU = 1 })
+			opt.Drivers = []core.DriverFactory{func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
+				return cpudriver.New(a, log, cpudriver.WithKernels(kernels.Library()...), cpudriver.WithKernels(gate)), nil
+			}}
+			rt := start(t, opt)
+			t.Cleanup(func() { close(stop) }) // before start's Shutdown
+			cl := &core.Codelet{Name: "gated", Kernels: map[driver.Arch]string{driver.CPU: "test_next"}}
+			tasks := make([]*core.Task, 4)
+			for k := range tasks {
+				tasks[k] = &core.Task{Codelet: cl, Name: fmt.Sprintf("t%d", k)}
+				submit(t, rt, tasks[k])
+			}
+			counts := func() (running, ready, finished int) {
+				for _, task := range tasks {
+					switch task.Status() {
+					case core.StatusRunning:
+						running++
+					case core.StatusReady:
+						ready++
+					case core.StatusFinished:
+						finished++
+					}
+				}
+				return
+			}
+			for done := 0; done < len(tasks); done++ {
+				var running, ready, finished int
+				eventually(t, fmt.Sprintf("one task running, %d finished", done), func() bool {
+					running, ready, finished = counts()
+					return running == 1 && finished == done && ready == len(tasks)-done-1
+				})
+				next <- struct{}{}
+			}
+			if err := rt.WaitForAll(); err != nil {
+				t.Fatal(err)
+			}
+			if running, _, finished := counts(); running != 0 || finished != len(tasks) {
+				t.Fatalf("after WaitForAll: %d running, %d finished", running, finished)
+			}
+		})
+	}
 }

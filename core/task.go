@@ -13,6 +13,7 @@ import (
 
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/shm"
 	"github.com/starpu-go/starpu/pluginapi/wire"
 )
 
@@ -252,7 +253,12 @@ type job struct {
 	pendingXfers int
 	xferErr      error
 
-	status   atomic.Uint32
+	status atomic.Uint32
+	// queue is the ring the job's Exec was posted to, and queueAt where
+	// it lies there with flags below (task_status.go): Status tells a
+	// running task from one queued behind others by them.
+	queue    atomic.Pointer[shm.Ring]
+	queueAt  atomic.Uint64
 	taskDeps atomic.Int32 // explicit task dependencies not yet met
 	tagWait  atomic.Bool  // waiting for the dependencies of its tag
 	// Predictions the performance models made when the task was pushed

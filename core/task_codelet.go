@@ -517,12 +517,12 @@ func (rt *Runtime) policyImpl(j *job, w *workerState, impl uint32) error {
 	return nil
 }
 
-// assign is called as job j is posted to worker w: it marks j running and
-// returns the kernel index j runs with there, choosing the implementation
-// unless the policy did or it was chosen before; -1 when w's driver has
-// none for it. Engine goroutine only.
+// assign is called as job j is posted to worker w: it returns the kernel
+// index j runs with there, choosing the implementation unless the policy
+// did or it was chosen before; -1 when w's driver has none for it. The
+// caller marks j running once its Exec is in a ring (job.queued). Engine
+// goroutine only.
 func (rt *Runtime) assign(j *job, w *workerState) int32 {
-	j.status.Store(uint32(StatusRunning))
 	if j.impl < 0 {
 		i := rt.chooseImpl(j, w.driverIdx)
 		if i < 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/starpu-go/starpu/pluginapi/driver"
+	"github.com/starpu-go/starpu/pluginapi/shm"
 )
 
 // TaskStatus is where a task stands, as StarPU's starpu_task_status.
@@ -22,9 +23,11 @@ const (
 	StatusInvalid TaskStatus = iota
 	// StatusBlocked: being submitted; its dependencies are not all known.
 	StatusBlocked
-	// StatusReady: its dependencies are met; it waits for a worker.
+	// StatusReady: its dependencies are met; it waits for a worker, or
+	// in a worker's queue.
 	StatusReady
-	// StatusRunning: handed to a worker.
+	// StatusRunning: started by its worker (a task queued on a worker
+	// behind others is StatusReady).
 	StatusRunning
 	// StatusFinished: terminated.
 	StatusFinished
@@ -60,6 +63,9 @@ func (t *Task) Status() TaskStatus {
 	}
 	j := t.current()
 	s := TaskStatus(j.status.Load())
+	if s == StatusRunning && j.waitsInRing() {
+		return StatusReady
+	}
 	if s != statusWaiting {
 		return s
 	}
@@ -70,6 +76,48 @@ func (t *Task) Status() TaskStatus {
 		return StatusBlockedOnTask
 	}
 	return StatusBlockedOnData
+}
+
+// A task is running from when its worker starts it, not from when the
+// core or the policy posts it to the worker's ring, where it may wait
+// behind others (StarPU: "running on some worker"). Ring positions are
+// multiples of 8, so queueAt keeps two flags in its low bits.
+const (
+	queueKnown = 1 // queueAt holds the Exec's position (shm.Ring.ReservedAt)
+	// queueAtHead: the worker runs the Exec at the head of its ring, and
+	// releases it once it ended (a CPU worker); without it the worker
+	// releases an Exec as it starts it (a device worker, which queues it
+	// on the device, up to its pipeline's depth).
+	queueAtHead = 2
+)
+
+// queued records that j's Exec lies at position at of ring r, which worker
+// w reads, and marks j running: Status asks the ring whether it is. Engine
+// goroutine.
+func (j *job) queued(w *workerState, r *shm.Ring, at uint64) {
+	flags := uint64(queueKnown)
+	if w.drv.fp.Arch == driver.CPU {
+		flags |= queueAtHead
+	}
+	j.queue.Store(r)
+	j.queueAt.Store(at&^7 | flags)
+	j.status.Store(uint32(StatusRunning))
+}
+
+// waitsInRing reports whether j, marked running, still waits in its
+// worker's ring: a CPU worker has not peeked it, or a device worker has
+// not taken it. Any goroutine.
+func (j *job) waitsInRing() bool {
+	at := j.queueAt.Load()
+	r := j.queue.Load()
+	if at&queueKnown == 0 || r == nil || j.queueAt.Load() != at {
+		return false // not known, or posted anew meanwhile
+	}
+	pos := at &^ 7
+	if at&queueAtHead != 0 {
+		return r.Peeked() <= pos
+	}
+	return r.Consumed() <= pos
 }
 
 // ProfilingInfo is what the runtime measured about one execution of a task

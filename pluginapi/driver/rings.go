@@ -91,6 +91,12 @@ func OpenRings(a *shm.Arena, spec WorkerSpec, spin int) (*Rings, error) {
 	if r.CoreBell, err = a.BellChecked(spec.CoreBell); err != nil {
 		return nil, fmt.Errorf("core doorbell: %w", err)
 	}
+	// The core tells a task its worker started from one queued behind
+	// others by what the worker peeked (core.Task.Status).
+	r.Dispatch.PublishPeeks()
+	if r.Sched != nil {
+		r.Sched.PublishPeeks()
+	}
 	r.rungAt = r.released()
 	return r, nil
 }

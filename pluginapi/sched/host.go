@@ -529,20 +529,22 @@ func (h *Host) decide(id int, t *Task, wr *workerRing, slot []byte, kernel int32
 	}
 	if b == nil {
 		// Not posted: a slot reserved in wr is given up, never committed.
-		h.announce(id, t, h.reserve(wire.AssignSize), false)
+		h.announce(id, t, h.reserve(wire.AssignSize), nil)
 		return false
 	}
-	h.announce(id, t, b, true)
+	h.announce(id, t, b, wr)
 	h.post(t, wr, slot, kernel)
 	return true
 }
 
 // announce writes the Assign of t to worker id into b, reserved for it,
-// flagged AssignPosted when posted, and commits it.
-func (h *Host) announce(id int, t *Task, b []byte, posted bool) {
+// and commits it. When posted names the ring whose reserved slot takes t's
+// Exec, the Assign is flagged AssignPosted and says where the slot lies.
+func (h *Host) announce(id int, t *Task, b []byte, posted *workerRing) {
 	a := wire.Assign{Worker: int32(id), ID: t.ID}
-	if posted {
+	if posted != nil {
 		a.Flags = wire.AssignPosted
+		a.At = posted.ring.ReservedAt()
 	}
 	if impl := t.Impl(); impl != -1 {
 		a.Flags |= wire.AssignImpl

@@ -166,7 +166,7 @@ func (h *Host) postChained(w int, t *Task) bool {
 	if b == nil {
 		return false // the slot is given up, never committed
 	}
-	h.announce(w, t, b, true)
+	h.announce(w, t, b, wr)
 	h.post(t, wr, slot, -1)
 	h.inflight[w]++
 	return true

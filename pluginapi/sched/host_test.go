@@ -194,6 +194,11 @@ func TestHostPostsToSchedulerRings(t *testing.T) {
 	}
 	r := hr.workerRings[0]
 	for _, id := range []uint64{1, 4} {
+		// The Assign says where the Exec lies: the consumer stands there
+		// when it is next.
+		if at := byID[id].At; r.Released() != at {
+			t.Errorf("task %d: Assign says its Exec is at %d; the consumer is at %d", id, at, r.Released())
+		}
 		msg := r.Peek()
 		if !bytes.Equal(msg, execFor(id)) {
 			t.Fatalf("scheduler ring of worker 0: got %x, want the Exec of task %d", msg, id)

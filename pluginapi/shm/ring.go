@@ -19,11 +19,12 @@ const (
 	ringCapOff      = 16  // uint64, data bytes, a power of two
 	ringHeadOff     = 64  // uint64, producer position (bytes ever written)
 	ringTailOff     = 128 // uint64, consumer position (bytes ever released)
+	ringPeekOff     = 136 // uint64, end of the record the consumer peeked last
 	ringHeaderSize  = 192 // data follows, 64-byte aligned
 	ringRecordHdr   = 8   // uint32 length + 4 spare bytes keeps records 8-aligned
 	ringPadding     = ^uint32(0)
 	ringMagic       = 0x474e4952_55505453 // "STPURING" little-endian
-	ringVersion     = 1
+	ringVersion     = 2 // 2: the consumer publishes what it peeked
 	minRingCapacity = 4096
 	maxRingCapacity = 1 << 31 // lengths are uint32
 )
@@ -49,6 +50,7 @@ type Ring struct {
 	data []byte
 	head *atomic.Uint64
 	tail *atomic.Uint64
+	peek *atomic.Uint64
 	cap  uint64
 	mask uint64
 
@@ -61,6 +63,8 @@ type Ring struct {
 	consHead  uint64 // consumer: last head seen; refreshed when out of messages
 	consNext  uint64 // consumer: position after the message Peek returned
 	consValid bool   // consumer: consNext belongs to an un-released Peek
+	// consPublish: Peek publishes what it shows (PublishPeeks).
+	consPublish bool
 	err       error
 }
 
@@ -134,6 +138,7 @@ func newRing(mem []byte, capacity uint64) *Ring {
 		data: mem[ringHeaderSize : ringHeaderSize+capacity],
 		head: atomicU64(mem, ringHeadOff),
 		tail: atomicU64(mem, ringTailOff),
+		peek: atomicU64(mem, ringPeekOff),
 		cap:  capacity,
 		mask: capacity - 1,
 	}
@@ -195,6 +200,31 @@ func (r *Ring) Commit() {
 	r.prodAdv = 0
 	r.head.Store(r.prodHead) // release: the message bytes are visible first
 }
+
+// ReservedAt is where the consumer stands when the message reserved last
+// is its next one: once Consumed passes it, the consumer has released that
+// message; while the two are equal, the message is the consumer's next.
+// Producer side, between Reserve and Commit.
+func (r *Ring) ReservedAt() uint64 { return r.prodHead }
+
+// PublishPeeks makes the consumer's Peek publish the end of each message
+// it shows, for Peeked; without it Peeked stays 0. It costs an atomic store
+// per message, so only rings whose consumer's peeks mean something to
+// another process publish them (a worker's dispatch and scheduler rings).
+// Consumer side, before the first Peek.
+func (r *Ring) PublishPeeks() { r.consPublish = true }
+
+// Peeked is the end of the message the consumer's Peek returned last, as
+// it published it (PublishPeeks): a message reserved at position p (ReservedAt) has been
+// shown to the consumer once Peeked is above p. A consumer that runs a
+// message between Peek and Release, as a CPU worker runs its tasks, says
+// by it which one it runs. Any process, any goroutine.
+func (r *Ring) Peeked() uint64 { return r.peek.Load() }
+
+// Consumed is the consumer's position as it last published it: how many
+// bytes it has ever released. Any process with the ring open may ask, from
+// any goroutine: it reads one word of the shared header.
+func (r *Ring) Consumed() uint64 { return r.tail.Load() }
 
 // ReserveWait is Reserve that waits for room: it spins, then yields the
 // processor, then sleeps 20 to 200 µs at a time, checking alive (when not
@@ -259,6 +289,11 @@ func (r *Ring) Peek() []byte {
 	rec := ringRecordHdr + alignUp(uint64(n), 8)
 	if n > uint32(MaxMessage(r)) || rec > avail || rec > r.cap-off {
 		return r.corrupt("record of %d bytes at %d with %d bytes published", n, pos, avail)
+	}
+	if r.consPublish && !r.consValid {
+		// A message the consumer has not been shown yet: publish that it
+		// has now (Peeked).
+		r.peek.Store(pos + rec)
 	}
 	r.consNext = pos + rec
 	r.consValid = true

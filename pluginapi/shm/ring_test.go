@@ -318,6 +318,62 @@ func TestRingBacklog(t *testing.T) {
 	}
 }
 
+// TestRingPositions follows messages by where they were reserved, across
+// the padding at the buffer's end: each is shown to the consumer (Peeked
+// above its position) only once it is the one Peek returns, and consumed
+// only once released; the consumer side reads these from another handle.
+func TestRingPositions(t *testing.T) {
+	mem := make([]byte, RingBytes(4096))
+	prod, err := InitRing(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := OpenRing(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.PublishPeeks()
+	watch, err := OpenRing(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := []int{1000, 1500, 1200, 1000, 8, 1900} // the fourth and the sixth wrap
+	for round := 0; round < 3; round++ {
+		var at []uint64
+		for _, n := range sizes {
+			if prod.Reserve(n) == nil {
+				t.Fatalf("round %d: no room for %d bytes", round, n)
+			}
+			at = append(at, prod.ReservedAt())
+			prod.Commit()
+			if len(at) == 3 {
+				break // room for three at a time
+			}
+		}
+		for i, p := range at {
+			if watch.Peeked() > p {
+				t.Fatalf("round %d: message %d at %d shown before Peek (peeked %d)", round, i, p, watch.Peeked())
+			}
+			msg := cons.Peek()
+			if msg == nil || len(msg) != sizes[i] {
+				t.Fatalf("round %d: message %d: %d bytes, want %d", round, i, len(msg), sizes[i])
+			}
+			cons.Peek() // again: the same message
+			if pk := watch.Peeked(); pk <= p || (i+1 < len(at) && pk > at[i+1]) {
+				t.Fatalf("round %d: message %d at %d peeked: Peeked %d", round, i, p, pk)
+			}
+			if c := watch.Consumed(); c != p {
+				t.Fatalf("round %d: message %d at %d at the head: Consumed %d", round, i, p, c)
+			}
+			cons.Release()
+			if c := watch.Consumed(); c <= p {
+				t.Fatalf("round %d: message %d at %d released: Consumed %d", round, i, p, c)
+			}
+		}
+		sizes = append(sizes[3:], sizes[:3]...)
+	}
+}
+
 func TestRingCorrupt(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -267,7 +267,7 @@ func FuzzRoundTrip(f *testing.F) {
 		}{
 			{push, push.Len(), &Push{}},
 			{&Done{Worker: int32(u), ID: id, DurationNs: i}, DoneSize, &Done{}},
-			{&Assign{Worker: int32(u), ID: id, Flags: u, Impl: ^u}, AssignSize, &Assign{}},
+			{&Assign{Worker: int32(u), ID: id, Flags: u, Impl: ^u, At: ^id}, AssignSize, &Assign{}},
 			{exec, len(execBytes), &Exec{}},
 			{team, team.Len(), &Exec{}},
 			{&Completion{ID: id, Failed: flag, StartNs: i, EndNs: -i, SleepStartNs: i ^ 0x55, SleepEndNs: ^i, Err: payload}, CompletionLen(len(payload)), &Completion{}},

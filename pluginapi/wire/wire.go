@@ -51,7 +51,7 @@ const (
 	PushHeaderSize = 64
 	TransferSize   = 8
 	DoneSize       = 24
-	AssignSize     = 24
+	AssignSize     = 32
 	ExecHeaderSize = 32
 	BufferDescSize = 56
 	CompletionSize = 56
@@ -417,6 +417,12 @@ type Assign struct {
 	// index among the codelet's implementations for the worker's
 	// architecture (Push.Impls).
 	Impl uint32
+	// At, with AssignPosted, is where the Exec lies in the worker's
+	// scheduler ring: the ring's consumer position when it is the
+	// consumer's next message (shm.Ring.ReservedAt). The core compares it
+	// with the consumer's position to tell a task the worker is running
+	// from one queued behind others.
+	At uint64
 }
 
 // Encode writes a into b (AssignSize bytes).
@@ -427,6 +433,7 @@ func (a *Assign) Encode(b []byte) {
 	le.PutUint64(b[8:], a.ID)
 	le.PutUint32(b[16:], a.Flags)
 	le.PutUint32(b[20:], a.Impl)
+	le.PutUint64(b[24:], a.At)
 }
 
 // Decode reads a from b.
@@ -438,6 +445,7 @@ func (a *Assign) Decode(b []byte) error {
 	a.ID = le.Uint64(b[8:])
 	a.Flags = le.Uint32(b[16:])
 	a.Impl = le.Uint32(b[20:])
+	a.At = le.Uint64(b[24:])
 	return nil
 }
 

@@ -44,7 +44,7 @@ func TestRoundTrip(t *testing.T) {
 		{"done", &Done{Worker: 3, ID: 4, DurationNs: 5}, DoneSize, &Done{}},
 		{"assign", &Assign{Worker: 1, ID: 2}, AssignSize, &Assign{}},
 		{"assign/posted", &Assign{Worker: 1, ID: 2, Flags: AssignPosted}, AssignSize, &Assign{}},
-		{"assign/impl", &Assign{Worker: 1, ID: 2, Flags: AssignPosted | AssignImpl, Impl: 7}, AssignSize, &Assign{}},
+		{"assign/impl", &Assign{Worker: 1, ID: 2, Flags: AssignPosted | AssignImpl, Impl: 7, At: 1 << 40}, AssignSize, &Assign{}},
 		{"exec", &exec, ExecSize(2, 3), &Exec{}},
 		{"completion", &Completion{ID: 5, Failed: true, StartNs: 1, EndNs: 2, SleepStartNs: -7, SleepEndNs: 1, Err: []byte("boom")}, CompletionLen(4), &Completion{}},
 		{"completion not run", &Completion{ID: 6, Failed: true, NotRun: true, StartNs: 1, EndNs: 1, Err: []byte("refused")}, CompletionLen(7), &Completion{}},
