@@ -343,7 +343,16 @@ func (e *engine) push(j *job, releasedBy int32) {
 		c.mu.Unlock()
 		return
 	}
-	n := p.Len() // the header, the transfers, the implementations
+	if id := j.cl.id; int(id) >= len(c.named) || !c.named[id] {
+		// The policy's messages name the codelet (wire.PushName).
+		if int(id) >= len(c.named) {
+			c.named = append(c.named, make([]bool, int(id)+1-len(c.named))...)
+		}
+		c.named[id] = true
+		p.Flags |= wire.PushName
+		p.Name = j.cl.modelName
+	}
+	n := p.Len() // the header, the transfers, the implementations, the name
 	i, k := e.postKernel(j, c)
 	j.pushImpl = -1
 	if k >= 0 {

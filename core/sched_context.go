@@ -93,6 +93,9 @@ type SchedContext struct {
 	deleted  bool
 	workers  []int
 	seq      uint64
+	// named[c]: codelet c's name went to the policy's current instance
+	// (wire.PushName). Under mu.
+	named []bool
 
 	// broken holds why the context cannot schedule (its plugin died).
 	broken atomic.Pointer[error]

@@ -202,6 +202,7 @@ func (rt *Runtime) restartSched(c *SchedContext) {
 			return
 		}
 		c.sched, c.proc = s, p
+		c.named = nil // the new instance has heard of no codelet
 		c.restarting.Store(false)
 		held = e.jobsWhere(func(j *job) bool { return j.sctx == c && j.worker < 0 })
 		c.mu.Unlock()

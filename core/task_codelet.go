@@ -3,6 +3,7 @@ package core
 // Codelets, implementations; design note: docs/design/tasks.md.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -224,6 +225,10 @@ type codeletInfo struct {
 	id       uint32
 	archMask uint32
 	nowhere  bool
+	// modelName is what the policy's messages call the codelet: its
+	// performance model's name (ModelName, else Name), cut to
+	// wire.MaxName.
+	modelName []byte
 	// impls[d][i] is implementation i's kernel index in driver d's list,
 	// or -1; implMask[d] has bit i set where it is not -1.
 	impls    [][]int32
@@ -416,6 +421,8 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 		}
 		return nil, fmt.Errorf("%w: codelet %q wants %s%s; %s", ErrNoWorker, cl.Name, describeKernels(cl), where, rt.describeDrivers())
 	}
+	info.modelName = []byte(cmp.Or(cl.ModelName, cl.Name))
+	info.modelName = info.modelName[:min(len(info.modelName), wire.MaxName)]
 	rt.codelets.mu.Lock()
 	info.id = rt.codelets.next
 	rt.codelets.next++

@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"sync"
 
+	"github.com/starpu-go/starpu/core/config"
 	"github.com/starpu-go/starpu/core/perfmodel"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/pluginapi/wire"
@@ -50,6 +51,13 @@ func (rt *Runtime) modelFor(cl *Codelet) (*perfmodel.Model, error) {
 	if rt.models.db == nil {
 		db, err := perfmodel.Open(rt.modelDir(), rt.cfg.Calibrate, rt.log.Named("perfmodel"))
 		if err != nil {
+			return nil, fmt.Errorf("performance models: %w", err)
+		}
+		pct := rt.cfg.HistoryMaxError
+		if pct == 0 {
+			pct = config.DefaultHistoryMaxError
+		}
+		if err := db.SetMaxError(pct); err != nil {
 			return nil, fmt.Errorf("performance models: %w", err)
 		}
 		rt.models.db = db

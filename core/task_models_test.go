@@ -86,7 +86,8 @@ func (p *recordingPolicy) Push(t *sched.Task) {
 	p.Policy.Push(t)
 }
 
-// The scheduler learns the LOCALITY hint and the model's predicted lengths.
+// The scheduler learns the LOCALITY hint, the model's predicted lengths
+// and the model's name.
 func TestPushCarriesHints(t *testing.T) {
 	pol := &recordingPolicy{Policy: ws.New()}
 	cfg := testConfig(pluginDir)
@@ -103,7 +104,9 @@ func TestPushCarriesHints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 12; i++ {
+	// Enough tasks to calibrate with a few outliers left out.
+	const n = 4 * perfmodel.MinSamples
+	for i := 0; i < n; i++ {
 		if err := rt.Submit(&core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 1}.Encode()}); err != nil {
 			t.Fatal(err)
 		}
@@ -113,19 +116,22 @@ func TestPushCarriesHints(t *testing.T) {
 	}
 	pol.mu.Lock()
 	defer pol.mu.Unlock()
-	if len(pol.tasks) != 12 {
-		t.Fatalf("policy saw %d tasks, want 12", len(pol.tasks))
+	if len(pol.tasks) != n {
+		t.Fatalf("policy saw %d tasks, want %d", len(pol.tasks), n)
 	}
 	for i, task := range pol.tasks {
 		if !task.Locality {
 			t.Fatalf("task %d: Locality not set", i)
 		}
+		if task.Model != "scal_hint" {
+			t.Fatalf("task %d: the policy knows its model as %q, want the codelet's name", i, task.Model)
+		}
 		cpu := task.Length[driver.ArchIndex(driver.CPU)]
 		if i < perfmodel.MinSamples && cpu != -1 {
 			t.Errorf("task %d: predicted %d ns before calibration", i, cpu)
 		}
-		if i == 11 && cpu <= 0 {
-			t.Errorf("task %d: predicted %d ns after %d samples", i, cpu, perfmodel.MinSamples)
+		if i == n-1 && cpu <= 0 {
+			t.Errorf("task %d: predicted %d ns after %d runs", i, cpu, i)
 		}
 	}
 }

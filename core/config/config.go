@@ -37,6 +37,9 @@ const (
 	DefaultSpinIters = 2000
 	// DefaultLogLevel is the log level used when none is configured.
 	DefaultLogLevel = "warn"
+	// DefaultHistoryMaxError is StarPU's STARPU_HISTORY_MAX_ERROR default,
+	// in percent.
+	DefaultHistoryMaxError = 50
 	// DefaultPluginRestarts is how many times a driver plugin that dies is
 	// started again.
 	DefaultPluginRestarts = 3
@@ -106,6 +109,11 @@ type Config struct {
 	// models until they are calibrated, 1 keeps calibrating, 2 drops the
 	// stored models and starts again.
 	Calibrate int
+	// HistoryMaxError is StarPU's STARPU_HISTORY_MAX_ERROR: how far, in
+	// percent, a sample may lie from its history entry's mean before it
+	// counts as an outlier and is left out (docs/design/perfmodel.md).
+	// 0 means DefaultHistoryMaxError.
+	HistoryMaxError int
 	// LimitMaxSubmitted, when > 0, bounds the tasks submitted and not yet
 	// completed (StarPU's STARPU_LIMIT_MAX_SUBMITTED_TASKS): a Submit
 	// that finds that many waits until no more than LimitMinSubmitted are
@@ -374,6 +382,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Calibrate < 0 || c.Calibrate > 2 {
 		errs = append(errs, fmt.Errorf("calibrate: %d is invalid (want 0, 1 or 2)", c.Calibrate))
+	}
+	if c.HistoryMaxError < 0 {
+		errs = append(errs, fmt.Errorf("history_max_error: %d is invalid (want a percentage of at least 1, or 0 for the default %d)", c.HistoryMaxError, DefaultHistoryMaxError))
 	}
 	if c.PluginRestarts < 0 {
 		errs = append(errs, fmt.Errorf("plugin_restarts: %d is invalid (want >= 0)", c.PluginRestarts))

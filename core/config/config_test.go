@@ -105,9 +105,9 @@ func TestParse(t *testing.T) {
 			c.Sched = "eager"
 			return c
 		}},
-		{"models", "a.hcl", "calibrate = 2\nmodel_dir = \"/tmp/models\"", func() *Config {
+		{"models", "a.hcl", "calibrate = 2\nmodel_dir = \"/tmp/models\"\nhistory_max_error = 80", func() *Config {
 			c := Default()
-			c.Calibrate, c.ModelDir = 2, "/tmp/models"
+			c.Calibrate, c.ModelDir, c.HistoryMaxError = 2, "/tmp/models", 80
 			return c
 		}},
 		{"arena bytes", "a.hcl", `arena_size = 1048576`, func() *Config {

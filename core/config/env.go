@@ -24,7 +24,10 @@ const (
 	EnvArenaSize  = "STARPU_ARENA_SIZE"  // arena size, see ParseSize
 	EnvLogLevel   = "STARPU_LOG_LEVEL"   // trace|debug|info|warn|error|off
 	EnvCalibrate  = "STARPU_CALIBRATE"   // performance model calibration, 0..2
-	EnvModelDir   = "STARPU_PERF_MODEL_DIR"
+	// EnvHistoryMaxError: percent a sample may lie from its history
+	// entry's mean before it is left out as an outlier, >= 1.
+	EnvHistoryMaxError = "STARPU_HISTORY_MAX_ERROR"
+	EnvModelDir        = "STARPU_PERF_MODEL_DIR"
 	// The submission throttle (Config.LimitMaxSubmitted): tasks, >= 0.
 	EnvLimitMaxSubmitted = "STARPU_LIMIT_MAX_SUBMITTED_TASKS"
 	EnvLimitMinSubmitted = "STARPU_LIMIT_MIN_SUBMITTED_TASKS"
@@ -113,6 +116,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 		fmt.Sprintf("an integer in %d..%d", MinQueueDepth, MaxQueueDepth))
 	integer(EnvSpinIters, &n.SpinIters, 0, int(^uint(0)>>1), "an integer >= 0")
 	integer(EnvCalibrate, &n.Calibrate, 0, 2, "0, 1 or 2")
+	integer(EnvHistoryMaxError, &n.HistoryMaxError, 1, math.MaxInt32, "a percentage >= 1")
 	integer(EnvLimitMaxSubmitted, &n.LimitMaxSubmitted, 0, math.MaxInt32, "a number of tasks >= 0 (0: no limit)")
 	integer(EnvLimitMinSubmitted, &n.LimitMinSubmitted, 0, math.MaxInt32, "a number of tasks >= 0")
 	if v, ok := lookup(EnvModelDir); ok {

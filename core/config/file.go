@@ -30,6 +30,7 @@ var fileSchema = &hcl.BodySchema{
 		{Name: "arena_size"},
 		{Name: "log_level"},
 		{Name: "calibrate"},
+		{Name: "history_max_error"},
 		{Name: "limit_max_submitted_tasks"},
 		{Name: "limit_min_submitted_tasks"},
 		{Name: "model_dir"},
@@ -293,6 +294,8 @@ func (c *Config) decode(src []byte, filename, baseDir string) hcl.Diagnostics {
 			c.ArenaSize, d = sizeAttr(attr, val)
 		case "calibrate":
 			c.Calibrate, d = intAttr(attr, val, 0, 2, "0, 1 or 2")
+		case "history_max_error":
+			c.HistoryMaxError, d = intAttr(attr, val, 1, math.MaxInt32, "a percentage >= 1")
 		case "limit_max_submitted_tasks":
 			c.LimitMaxSubmitted, d = intAttr(attr, val, 0, math.MaxInt32, "a number of tasks >= 0 (0: no limit)")
 		case "limit_min_submitted_tasks":

@@ -325,6 +325,9 @@ func (m *Model) encodeLocked(host string) fileModel {
 		}
 		fa := fileArch{Arch: k.arch, Impl: k.impl, Entries: []fileEntry{}}
 		for _, e := range *a.fps.Load() {
+			if e.n == 0 {
+				continue // no sample kept yet (RecordImpl)
+			}
 			fa.Entries = append(fa.Entries, fileEntry{Footprint: fmt.Sprintf("0x%08x", e.footprint), Size: e.size,
 				MeanNs: e.mean, DevNs: e.dev(), Samples: e.n})
 		}

@@ -50,6 +50,17 @@ const (
 // sizes): StarPU's default STARPU_CALIBRATE_MINIMUM.
 const MinSamples = 10
 
+// DefaultMaxError is StarPU's STARPU_HISTORY_MAX_ERROR default: a sample
+// more than 50% above an entry's mean, or below the mean divided by 1.5,
+// is an outlier (SetMaxError).
+const DefaultMaxError = 50
+
+// outlierFloorNs is how far from an entry's mean a sample must be, whatever
+// the ratio, to count as an outlier: a task of a few microseconds varies
+// by more than half from run to run, and without a floor its entry would
+// be started anew again and again instead of calibrating.
+const outlierFloorNs = 10_000
+
 var kindNames = map[Kind]string{History: "history", Regression: "regression", NonLinearRegression: "nl-regression"}
 
 // String returns the kind's name as files and the command line spell it.
@@ -125,6 +136,7 @@ type DB struct {
 	dir       string
 	host      string
 	calibrate int
+	maxError  int // SetMaxError
 	log       hclog.Logger
 
 	mu     sync.RWMutex
@@ -149,7 +161,7 @@ func Open(dir string, calibrate int, log hclog.Logger) (*DB, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	db := &DB{dir: dir, host: Hostname(os.Getenv), calibrate: calibrate, log: log, models: map[string]*Model{}}
+	db := &DB{dir: dir, host: Hostname(os.Getenv), calibrate: calibrate, maxError: DefaultMaxError, log: log, models: map[string]*Model{}}
 	if calibrate == 2 {
 		log.Info("STARPU_CALIBRATE=2: ignoring stored performance models", "dir", dir)
 		return db, nil
@@ -172,7 +184,7 @@ func Open(dir string, calibrate int, log hclog.Logger) (*DB, error) {
 			log.Warn("performance model file cannot be read: set aside, the model calibrates anew", "file", path, "kept_as", aside, "error", err)
 			continue
 		}
-		m.calibrate = calibrate
+		m.calibrate, m.maxError, m.log = calibrate, db.maxError, log
 		db.models[s] = m
 	}
 	log.Debug("performance models loaded", "dir", dir, "host", db.host, "models", len(symbols))
@@ -187,6 +199,26 @@ func (db *DB) Host() string { return db.host }
 
 // Calibrate returns the STARPU_CALIBRATE level the database was opened with.
 func (db *DB) Calibrate() int { return db.calibrate }
+
+// SetMaxError sets StarPU's STARPU_HISTORY_MAX_ERROR for every model of
+// the database, loaded or to come: how far, in percent, a sample may lie
+// from its history entry's mean before it counts as an outlier (above
+// mean*(1+pct/100) or below mean/(1+pct/100), and more than 10 µs away).
+// The default is DefaultMaxError. RecordImpl has the whole rule.
+func (db *DB) SetMaxError(pct int) error {
+	if pct < 1 {
+		return fmt.Errorf("perfmodel: STARPU_HISTORY_MAX_ERROR=%d: want a percentage of at least 1", pct)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.maxError = pct
+	for _, m := range db.models {
+		m.mu.Lock()
+		m.maxError = pct
+		m.mu.Unlock()
+	}
+	return nil
+}
 
 // Model returns the model of the codelet symbol, loaded or new. If a stored
 // model has another kind, it takes the kind asked for and keeps its samples
@@ -204,7 +236,7 @@ func (db *DB) Model(symbol string, kind Kind) *Model {
 		db.mu.Lock()
 		if m = db.models[symbol]; m == nil {
 			m = newModel(symbol, kind)
-			m.calibrate = db.calibrate
+			m.calibrate, m.maxError, m.log = db.calibrate, db.maxError, db.log
 			m.host = db.host
 			db.models[symbol] = m
 		}
@@ -249,6 +281,10 @@ type Model struct {
 	mu    sync.Mutex // serialises writers
 	gen   uint64     // bumped by every change; saved is the gen on disk
 	saved uint64
+	// maxError is STARPU_HISTORY_MAX_ERROR (DB.SetMaxError); log hears of
+	// entries started anew. Under mu.
+	maxError int
+	log      hclog.Logger
 }
 
 // modelKey names what one archModel measures: an implementation of the
@@ -330,6 +366,9 @@ type entry struct {
 	size      uint64
 	n         uint64
 	mean, m2  float64 // Welford
+	// outliers counts the samples refused since the entry last started
+	// (RecordImpl); restarts counts how often it started anew.
+	outliers, restarts uint64
 }
 
 var nanBits = math.Float64bits(math.NaN())
@@ -419,11 +458,21 @@ func (m *Model) Record(arch string, footprint uint32, size uint64, ns float64) {
 // implementation impl (>= 0) on architecture arch, with the data footprint
 // and size PredictImpl takes. With STARPU_CALIBRATE=0 a sample is only
 // kept while its (arch, impl, footprint) entry has fewer than MinSamples
-// samples. No sample is treated as an outlier: every kept sample moves the
-// mean, the deviation and the regression sums. Durations that are negative,
-// NaN or infinite are not measurements and are dropped; a zero duration or
-// size enters the history but not the regressions (whose logarithm it has
-// none of). A nil model, or an impl outside [0, MaxImpl], records nothing.
+// samples.
+//
+// A history entry keeps StarPU's rule against outliers: the first sample
+// of a new entry is dropped (a first run pays for first touches and lazy
+// initialisation); after that, a sample above mean*(1+e) or below
+// mean/(1+e), e being STARPU_HISTORY_MAX_ERROR (DB.SetMaxError), and more
+// than 10 µs from the mean, is refused and counted; once the refused
+// samples are as many as the kept ones, the entry is wrong rather than the
+// samples, and it starts anew from the next sample (a warning says so,
+// once per entry). The regression sums take every sample, as StarPU's.
+//
+// Durations that are negative, NaN or infinite are not measurements and
+// are dropped; a zero duration or size enters the history but not the
+// regressions (whose logarithm it has none of). A nil model, or an impl
+// outside [0, MaxImpl], records nothing.
 func (m *Model) RecordImpl(arch string, impl int, footprint uint32, size uint64, ns float64) {
 	if m == nil || impl < 0 || impl > MaxImpl || math.IsNaN(ns) || math.IsInf(ns, 0) || ns < 0 {
 		return
@@ -435,7 +484,17 @@ func (m *Model) RecordImpl(arch string, impl int, footprint uint32, size uint64,
 	if m.calibrate == 0 && e.n >= MinSamples {
 		return
 	}
-	e.add(ns)
+	switch {
+	case fresh:
+		// The first sample: dropped.
+	case e.n > 0 && m.outlier(e, ns):
+		e.outliers++
+		if e.outliers >= e.n {
+			m.restart(arch, impl, e, ns)
+		}
+	default:
+		e.add(ns)
+	}
 	kind := Kind(m.kind.Load())
 	if size > 0 && ns > 0 {
 		a.reg.add(float64(size), ns, size)
@@ -479,6 +538,29 @@ func (a *archModel) entryLocked(footprint uint32, size uint64) (e *entry, fresh 
 	next[footprint] = e
 	a.fps.Store(&next)
 	return e, true
+}
+
+// outlier tells whether ns is too far from e's mean to be folded in
+// (RecordImpl). Under m.mu.
+func (m *Model) outlier(e *entry, ns float64) bool {
+	if math.Abs(ns-e.mean) <= outlierFloorNs {
+		return false
+	}
+	r := 1 + float64(m.maxError)/100
+	return ns > e.mean*r || ns*r < e.mean
+}
+
+// restart empties entry e, which refused as many samples as it kept,
+// ns being the last refused. Under m.mu.
+func (m *Model) restart(arch string, impl int, e *entry, ns float64) {
+	if e.restarts == 0 && m.log != nil {
+		m.log.Warn("performance model entry started anew: as many samples lay beyond STARPU_HISTORY_MAX_ERROR of its mean as within it",
+			"model", m.symbol, "arch", arch, "impl", impl, "footprint", fmt.Sprintf("%08x", e.footprint),
+			"mean_us", e.mean/1e3, "sample_us", ns/1e3, "samples", e.n, "history_max_error_pct", m.maxError)
+	}
+	e.restarts++
+	e.n, e.mean, e.m2, e.outliers = 0, 0, 0, 0
+	e.pred.Store(nanBits)
 }
 
 // add folds a sample into the entry (Welford's update) and publishes the mean
@@ -615,6 +697,9 @@ func (m *Model) Archs() []ArchInfo {
 		a := archs.get(key.arch, key.impl)
 		ai := ArchInfo{Arch: key.arch, Impl: key.impl}
 		for _, e := range *a.fps.Load() {
+			if e.n == 0 {
+				continue // its first sample was dropped, or it started anew
+			}
 			ai.Entries = append(ai.Entries, Entry{Footprint: e.footprint, Size: e.size, Mean: e.mean, Dev: e.dev(), Samples: e.n})
 		}
 		sort.Slice(ai.Entries, func(i, j int) bool {

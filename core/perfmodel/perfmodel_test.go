@@ -42,11 +42,12 @@ func TestHistoryMeanDeviationAndThreshold(t *testing.T) {
 		{"nine", []float64{10, 20, 30, 40, 50, 60, 70, 80, 90}, false},
 		{"ten", []float64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100}, true},
 		{"ten equal", []float64{7, 7, 7, 7, 7, 7, 7, 7, 7, 7}, true},
-		{"eleven with zero", []float64{0, 1e6, 2e6, 3e6, 4e6, 5e6, 6e6, 7e6, 8e6, 9e6, 1e7}, true},
+		{"eleven with zero", []float64{0, 1e3, 2e3, 3e3, 4e3, 5e3, 6e3, 7e3, 8e3, 9e3, 1e4}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := open(t, t.TempDir(), 1).Model("k", History)
+			m.Record("cpu", 0xabc, 4096, 1e9) // a new entry's first sample is dropped
 			for _, s := range c.samples {
 				m.Record("cpu", 0xabc, 4096, s)
 			}
@@ -228,7 +229,7 @@ func TestCalibrateLevels(t *testing.T) {
 	cases := []struct {
 		calibrate int
 		want      uint64 // samples after 15 records
-	}{{0, MinSamples}, {1, 15}, {2, 15}}
+	}{{0, MinSamples}, {1, 14}, {2, 14}} // the first is dropped
 	for _, c := range cases {
 		t.Run("", func(t *testing.T) {
 			m := open(t, t.TempDir(), c.calibrate).Model("k", History)
@@ -246,7 +247,7 @@ func TestCalibrate2DropsStoredModels(t *testing.T) {
 	dir := t.TempDir()
 	db := open(t, dir, 1)
 	m := db.Model("k", History)
-	for range MinSamples {
+	for range MinSamples + 1 { // the first is dropped
 		m.Record("cpu", 1, 8, 100)
 	}
 	if err := db.Save(); err != nil {
@@ -263,6 +264,7 @@ func TestCalibrate2DropsStoredModels(t *testing.T) {
 	if _, ok := m2.Predict("cpu", 1, 8); ok {
 		t.Fatal("STARPU_CALIBRATE=2 predicted from the stored model")
 	}
+	m2.Record("cpu", 1, 8, 1e6) // dropped: the first of a new entry
 	m2.Record("cpu", 1, 8, 7)
 	if err := db2.Save(); err != nil {
 		t.Fatal(err)
@@ -594,7 +596,7 @@ func TestImplementationsKeptApart(t *testing.T) {
 	dir := t.TempDir()
 	db := open(t, dir, 1)
 	m := db.Model("two", History)
-	for range MinSamples {
+	for range MinSamples + 1 { // the first is dropped
 		m.Record("cpu", 7, 64, 1000)
 	}
 	if err := db.Save(); err != nil {
@@ -607,7 +609,7 @@ func TestImplementationsKeptApart(t *testing.T) {
 	if !strings.Contains(string(raw), `"version": 1,`) || strings.Contains(string(raw), `"impl"`) {
 		t.Fatalf("a model of implementation 0 only is not written as version 1 was:\n%s", raw)
 	}
-	for range MinSamples {
+	for range MinSamples + 1 {
 		m.RecordImpl("cpu", 2, 7, 64, 50)
 	}
 	for range MinSamples { // not implementations: dropped
@@ -686,5 +688,96 @@ func TestKindNamesAndArchKey(t *testing.T) {
 		if got := ArchKey(c.arch, c.devid); got != c.want {
 			t.Errorf("ArchKey(%s, %d) = %s, want %s", c.arch, c.devid, got, c.want)
 		}
+	}
+}
+
+// TestHistoryOutliers is StarPU's rule against outliers (RecordImpl), with
+// durations in µs.
+func TestHistoryOutliers(t *testing.T) {
+	const us = 1e3
+	type step struct {
+		samples  []float64 // µs, recorded in order
+		mean     float64   // µs the entry's mean is then (0: no sample kept)
+		n        uint64    // samples kept
+		restarts uint64
+	}
+	cases := []struct {
+		name     string
+		maxError int // 0: the default
+		steps    []step
+	}{
+		// The issue's model: tasks of 0.2-0.36 ms with a few descheduled
+		// runs of 20 ms early on. Without the rule the mean froze at
+		// 2.9 ms. With it, the first is dropped, and each of the next
+		// two, refused against one sample, starts the entry anew.
+		{"descheduled runs", 0, []step{
+			{samples: []float64{20000, 250, 20000, 300, 21000}, n: 0, restarts: 2},
+			{samples: []float64{280, 200, 360, 240, 310, 260, 22000, 330, 290, 270}, mean: 2540.0 / 9, n: 9, restarts: 2},
+			{samples: []float64{250}, mean: 2790.0 / 10, n: 10, restarts: 2},
+		}},
+		{"bounds", 0, []step{
+			{samples: []float64{0, 100, 149}, mean: 124.5, n: 2},
+			{samples: []float64{190}, mean: 124.5, n: 2},    // above 124.5*1.5
+			{samples: []float64{84}, mean: 333.0 / 3, n: 3}, // 84*1.5 >= 124.5
+			{samples: []float64{73}, mean: 333.0 / 3, n: 3}, // 73*1.5 < 111
+			{samples: []float64{167}, n: 0, restarts: 1},    // 167/1.5 > 111, and a third refused against 3 kept
+		}},
+		// Samples a few µs apart differ by more than half, but lie within
+		// 10 µs of the mean: kept.
+		{"tiny tasks", 0, []step{
+			{samples: []float64{1, 2, 8, 3, 1}, mean: 14.0 / 4, n: 4},
+		}},
+		// As many refused as kept: the mean was wrong. It starts anew
+		// from the next sample, which the check then compares with.
+		{"wrong mean", 0, []step{
+			{samples: []float64{0, 100, 100, 100}, mean: 100, n: 3},
+			{samples: []float64{1000, 1000}, mean: 100, n: 3},
+			{samples: []float64{1000}, n: 0, restarts: 1},
+			{samples: []float64{1000, 1010, 990}, mean: 1000, n: 3, restarts: 1},
+		}},
+		{"max error 100%", 100, []step{
+			{samples: []float64{0, 100, 199}, mean: 299.0 / 2, n: 2},
+			{samples: []float64{300, 298}, mean: 597.0 / 3, n: 3},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var logged strings.Builder
+			t.Setenv("STARPU_HOSTNAME", testHost)
+			db, err := Open(t.TempDir(), 1, hclog.New(&hclog.LoggerOptions{Output: &logged, Level: hclog.Warn}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.maxError != 0 {
+				if err := db.SetMaxError(c.maxError); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m := db.Model("kernel_model", History)
+			for i, s := range c.steps {
+				for _, x := range s.samples {
+					m.Record("cpu", 1, 64, x*us)
+				}
+				var e entry
+				if a := (*m.archs.Load()).get("cpu", 0); a != nil && (*a.fps.Load())[1] != nil {
+					e = *(*a.fps.Load())[1]
+				}
+				if e.n != s.n || math.Abs(e.mean-s.mean*us) > 1e-6 || e.restarts != s.restarts {
+					t.Fatalf("step %d: %d samples kept, mean %v µs, %d restarts; want %d, %v µs, %d", i, e.n, e.mean/us, e.restarts, s.n, s.mean, s.restarts)
+				}
+				_, ok := m.Predict("cpu", 1, 64)
+				if ok != (s.n >= MinSamples) {
+					t.Errorf("step %d: Predict ok %v with %d samples", i, ok, s.n)
+				}
+			}
+			if last := c.steps[len(c.steps)-1]; (last.restarts > 0) != strings.Contains(logged.String(), "started anew") ||
+				last.restarts > 0 && !strings.Contains(logged.String(), "model=kernel_model") {
+				t.Errorf("warning %q after %d restarts: want one naming the model when the entry restarted", logged.String(), last.restarts)
+			}
+		})
+	}
+	db := open(t, t.TempDir(), 0)
+	if err := db.SetMaxError(0); err == nil || !strings.Contains(err.Error(), "STARPU_HISTORY_MAX_ERROR=0") {
+		t.Errorf("SetMaxError(0): %v", err)
 	}
 }

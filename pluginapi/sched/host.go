@@ -46,6 +46,9 @@ type Host struct {
 	inflight           []int
 	meanNs             []float64 // moving average of task durations, per worker
 	workers            []Worker
+	// models are the codelets' model names by codelet number, as the
+	// first Push of each said (wire.PushName), for Task.Model.
+	models []string
 	// rings are the workers' scheduler rings by worker ID, nil where a
 	// worker has none.
 	rings []*workerRing
@@ -270,6 +273,7 @@ func (h *Host) drain() error {
 			t := &Task{ID: p.ID, Priority: p.Priority, ArchMask: p.ArchMask,
 				Worker: p.Worker, ReleasedBy: p.ReleasedBy, Codelet: p.Codelet,
 				Locality: p.Flags&wire.PushLocality != 0, Length: p.Length}
+			t.Model = h.modelName(p.Codelet, &p)
 			if len(p.Transfer) > 0 {
 				t.Transfer = append([]int64(nil), p.Transfer...)
 			}
@@ -472,6 +476,29 @@ func (h *Host) offer() int {
 			return assigned
 		}
 	}
+}
+
+// maxNamed bounds the codelet numbers whose names the host keeps: a
+// runtime numbers its codelets from 0, and a garbage number must not grow
+// the table.
+const maxNamed = 1 << 16
+
+// modelName is the model name of codelet c, learnt from p when it carries
+// one (wire.PushName); "" when the core never said.
+func (h *Host) modelName(c uint32, p *wire.Push) string {
+	if c >= maxNamed {
+		return ""
+	}
+	if p.Flags&wire.PushName != 0 {
+		if int(c) >= len(h.models) {
+			h.models = append(h.models, make([]string, int(c)+1-len(h.models))...)
+		}
+		h.models[c] = string(p.Name)
+	}
+	if int(c) < len(h.models) {
+		return h.models[c]
+	}
+	return ""
 }
 
 // copyImpls copies a Push's implementations, whose storage the next

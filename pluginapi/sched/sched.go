@@ -46,6 +46,10 @@ type Task struct {
 	ReleasedBy int32
 	// Codelet numbers the task's codelet (for per-codelet statistics and models).
 	Codelet uint32
+	// Model names the codelet's performance model (its ModelName, else its
+	// Name), for the policy's messages: what model files and `starpu
+	// perfmodel` show. Empty when the core did not say.
+	Model string
 	// Locality is StarPU's LOCALITY hint: run the task where its data is.
 	Locality bool
 	// Length is the core's predicted execution time in ns per architecture

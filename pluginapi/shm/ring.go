@@ -24,7 +24,7 @@ const (
 	ringRecordHdr   = 8   // uint32 length + 4 spare bytes keeps records 8-aligned
 	ringPadding     = ^uint32(0)
 	ringMagic       = 0x474e4952_55505453 // "STPURING" little-endian
-	ringVersion     = 2 // 2: the consumer publishes what it peeked
+	ringVersion     = 2                   // 2: the consumer publishes what it peeked
 	minRingCapacity = 4096
 	maxRingCapacity = 1 << 31 // lengths are uint32
 )
@@ -65,7 +65,7 @@ type Ring struct {
 	consValid bool   // consumer: consNext belongs to an un-released Peek
 	// consPublish: Peek publishes what it shows (PublishPeeks).
 	consPublish bool
-	err       error
+	err         error
 }
 
 // RingBytes is the number of arena bytes a ring with capacity data bytes

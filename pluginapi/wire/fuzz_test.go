@@ -96,7 +96,7 @@ func seedMessages() [][]byte {
 // its sizes.
 func parallelSeeds() [][]byte {
 	team := &Exec{ID: 9, Kernel: 1, Flags: ExecSPMD, Arg: []byte("a"), Combined: 4, Members: []int32{0, 1, 2}}
-	pushPar := &Push{ID: 5, Flags: PushParallel, Parallel: []SizeLength{{Size: 2, Length: 40}, {Size: 4, Length: -1}}}
+	pushPar := &Push{ID: 5, Flags: PushParallel | PushName, Parallel: []SizeLength{{Size: 2, Length: 40}, {Size: 4, Length: -1}}, Name: []byte("spmd_model")}
 	var out [][]byte
 	for _, m := range []interface {
 		message
@@ -173,6 +173,9 @@ func normalize(m message) {
 		}
 		if len(v.Parallel) == 0 {
 			v.Parallel = nil
+		}
+		if len(v.Name) == 0 {
+			v.Name = nil
 		}
 	case *Exec:
 		if len(v.Buffers) == 0 {
@@ -251,8 +254,12 @@ func FuzzRoundTrip(f *testing.F) {
 				sizes = append(sizes, SizeLength{Size: int32(k) + 2, Length: i >> k})
 			}
 		}
+		var name []byte
+		if flags&PushName != 0 {
+			name = payload[:min(len(payload), MaxName)]
+		}
 		push := &Push{ID: id, Priority: int32(u), ArchMask: u, Worker: int32(i), ReleasedBy: int32(i >> 32), Codelet: u,
-			Flags: flags, Length: [NumArch]int64{i, -i, i ^ 1}, Transfer: transfer, Impls: impls, Exec: pexec, Parallel: sizes}
+			Flags: flags, Length: [NumArch]int64{i, -i, i ^ 1}, Transfer: transfer, Impls: impls, Exec: pexec, Parallel: sizes, Name: name}
 		team := &Exec{ID: id, Kernel: u, Flags: ExecSPMD, Arg: payload, Combined: int32(u)}
 		if flag {
 			team.Flags = ExecForkJoin

@@ -97,6 +97,10 @@ const (
 	// section (Push.Parallel, parallel.go): the task may run on combined
 	// workers of the sizes it lists. Never with PushExec.
 	PushParallel uint32 = 1 << 4
+	// PushName: after the parallel section comes the name section
+	// (Push.Name, name.go): the first Push of each codelet to a scheduler
+	// names it.
+	PushName uint32 = 1 << 5
 )
 
 // Assign flags.
@@ -179,6 +183,9 @@ type Push struct {
 	// Parallel, when Flags has PushParallel, lists the combined worker
 	// sizes the task may run on (parallel.go); Decode reuses its storage.
 	Parallel []SizeLength
+	// Name, when Flags has PushName, is the name of the task's codelet's
+	// performance model (name.go); it aliases the message after Decode.
+	Name []byte
 }
 
 // Impl is one implementation of a task's codelet on one architecture, as a
@@ -229,7 +236,7 @@ func (p *Push) implsLen() int {
 // ExecOffset is where p's Exec starts in the encoded message: after the
 // header, the transfers and the implementations section.
 func (p *Push) ExecOffset() int {
-	return PushLen(len(p.Transfer)) + p.implsLen() + p.parallelLen()
+	return PushLen(len(p.Transfer)) + p.implsLen() + p.parallelLen() + p.nameLen()
 }
 
 // Len is the size of the encoded p, its Exec included.
@@ -259,6 +266,9 @@ func (p *Push) Encode(b []byte) {
 	}
 	if p.Flags&PushParallel != 0 {
 		p.encodeParallel(b[PushLen(len(p.Transfer))+p.implsLen():])
+	}
+	if p.Flags&PushName != 0 {
+		p.encodeName(b[PushLen(len(p.Transfer))+p.implsLen()+p.parallelLen():])
 	}
 	copy(b[p.ExecOffset():], p.Exec)
 }
@@ -353,6 +363,14 @@ func (p *Push) Decode(b []byte) error {
 	p.Parallel = p.Parallel[:0]
 	if p.Flags&PushParallel != 0 {
 		size, err := p.decodeParallel(b[off:])
+		if err != nil {
+			return err
+		}
+		off += size
+	}
+	p.Name = nil
+	if p.Flags&PushName != 0 {
+		size, err := p.decodeName(b[off:])
 		if err != nil {
 			return err
 		}

@@ -41,6 +41,8 @@ func TestRoundTrip(t *testing.T) {
 		{"push/impls", &pushImpls, PushLen(1) + ImplsHeaderSize + 4*ImplSize, &Push{}},
 		{"push/impls, none listed", &Push{ID: 6, Flags: PushImpls}, PushLen(0) + ImplsHeaderSize, &Push{}},
 		{"push/impls and exec", &pushBoth, pushBoth.Len(), &Push{}},
+		{"push/name and exec", &Push{ID: 7, Flags: PushName | PushExec, Name: []byte("chol_model_22"), Exec: execBytes}, PushLen(0) + NameHeaderSize + 16 + len(execBytes), &Push{}},
+		{"push/empty name", &Push{ID: 8, Flags: PushName, Name: []byte{}}, PushLen(0) + NameHeaderSize, &Push{}},
 		{"done", &Done{Worker: 3, ID: 4, DurationNs: 5}, DoneSize, &Done{}},
 		{"assign", &Assign{Worker: 1, ID: 2}, AssignSize, &Assign{}},
 		{"assign/posted", &Assign{Worker: 1, ID: 2, Flags: AssignPosted}, AssignSize, &Assign{}},

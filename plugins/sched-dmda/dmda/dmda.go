@@ -350,7 +350,7 @@ func (p *Policy) calibrating(t *sched.Task, now int64, l *[wire.NumArch]int64) *
 		if !archCanRun(s, t) || lengthOn(s, l) >= 0 {
 			continue
 		}
-		p.warnUncalibrated(t.Codelet, s.ArchIndex)
+		p.warnUncalibrated(t, s.ArchIndex)
 		n := s.State.q.Len() + len(s.State.running)
 		if best != nil && n > bestN {
 			continue
@@ -363,10 +363,11 @@ func (p *Policy) calibrating(t *sched.Task, now int64, l *[wire.NumArch]int64) *
 	return best
 }
 
-// warnUncalibrated logs, the first time only, that tasks of codelet c are
-// placed without a prediction for architecture a: the schedule is then a
-// calibration run, balanced by task count, not dmda's.
-func (p *Policy) warnUncalibrated(c uint32, a int) {
+// warnUncalibrated logs, the first time only, that tasks of t's codelet
+// are placed without a prediction for architecture a: the schedule is then
+// a calibration run, balanced by task count, not dmda's.
+func (p *Policy) warnUncalibrated(t *sched.Task, a int) {
+	c := t.Codelet
 	if a < 0 {
 		return
 	}
@@ -389,7 +390,16 @@ func (p *Policy) warnUncalibrated(c uint32, a int) {
 		p.warnedFar[k] = true
 	}
 	p.log.Warn("uncalibrated performance model: the codelet's tasks are placed by count until it is calibrated (for good if the codelet has none)",
-		"codelet", c, "arch", archName(a))
+		"model", modelOf(t), "arch", archName(a))
+}
+
+// modelOf names t's codelet's model for a message: by its name, or by the
+// codelet's number when the core did not name it.
+func modelOf(t *sched.Task) string {
+	if t.Model != "" {
+		return t.Model
+	}
+	return fmt.Sprintf("codelet #%d", t.Codelet)
 }
 
 // archName is the architecture with driver.ArchIndex a.

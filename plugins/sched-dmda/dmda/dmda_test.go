@@ -291,6 +291,9 @@ func TestUncalibratedWarning(t *testing.T) {
 	push := func(id uint64, codelet uint32, cpuNs, cudaNs int64) {
 		task := mk(id, cpuNs, cudaNs)
 		task.Codelet = codelet
+		if codelet < 2 {
+			task.Model = fmt.Sprintf("model_%d", codelet) // the core named them
+		}
 		p.Push(task)
 	}
 	for i := range uint64(50) {
@@ -300,7 +303,7 @@ func TestUncalibratedWarning(t *testing.T) {
 		push(300+i, 1<<20, -1, 5) // a codelet number beyond the dense table
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []string{"codelet=0 arch=cpu", "codelet=0 arch=cuda", "codelet=1 arch=cuda", "codelet=1048576 arch=cpu"}
+	want := []string{"model=model_0 arch=cpu", "model=model_0 arch=cuda", "model=model_1 arch=cuda", `model="codelet #1048576" arch=cpu`}
 	if len(lines) != len(want) {
 		t.Fatalf("%d warnings, want %d:\n%s", len(lines), len(want), out.String())
 	}

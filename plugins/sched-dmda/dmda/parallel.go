@@ -131,7 +131,7 @@ func (p *Policy) pushParallel(t *sched.Task, now int64, l *[wire.NumArch]int64) 
 			k--
 		}
 		if c := p.leastLoaded(t, sizes[k], now); c != nil {
-			p.warnUncalibratedSizes(t.Codelet)
+			p.warnUncalibratedSizes(t)
 			p.assignTeam(c, t, now)
 			return nil, true
 		}
@@ -205,7 +205,8 @@ func b2i(b bool) int {
 
 // warnUncalibratedSizes logs, the first time only, that tasks of codelet
 // c are placed on combined workers without a prediction for their size.
-func (p *Policy) warnUncalibratedSizes(c uint32) {
+func (p *Policy) warnUncalibratedSizes(t *sched.Task) {
+	c := t.Codelet
 	if p.warnedSizes[c] {
 		return
 	}
@@ -214,7 +215,7 @@ func (p *Policy) warnUncalibratedSizes(c uint32) {
 	}
 	p.warnedSizes[c] = true
 	p.log.Warn("uncalibrated performance model for combined workers: the codelet's parallel tasks go to each size in turn until it is calibrated",
-		"codelet", c)
+		"model", modelOf(t))
 }
 
 // assignTeam queues t on every member of c, each charged up to c's
