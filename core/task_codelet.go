@@ -419,7 +419,7 @@ func (rt *Runtime) resolve(cl *Codelet) (*codeletInfo, error) {
 		if cl.Where != 0 {
 			where = fmt.Sprintf(" (Where %s)", describeWhere(cl.Where))
 		}
-		return nil, fmt.Errorf("%w: codelet %q wants %s%s; %s", ErrNoWorker, cl.Name, describeKernels(cl), where, rt.describeDrivers())
+		return nil, fmt.Errorf("%w: codelet %q wants %s%s; %s%s", ErrNoWorker, cl.Name, describeKernels(cl), where, rt.describeDrivers(), rt.suggestKernels(cl))
 	}
 	info.modelName = []byte(cmp.Or(cl.ModelName, cl.Name))
 	info.modelName = info.modelName[:min(len(info.modelName), wire.MaxName)]
@@ -595,6 +595,63 @@ func (rt *Runtime) describeDrivers() string {
 		parts = append(parts, fmt.Sprintf("driver-%s (%s, %d workers) hosts %d kernels", d.name, d.fp.Arch, len(d.workers), len(d.fp.Kernels)))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// suggestKernels is "; did you mean ...?" for the kernels cl names that no
+// driver of their architecture hosts but one hosts a name close to, or "".
+func (rt *Runtime) suggestKernels(cl *Codelet) string {
+	var hints []string
+	for _, a := range []driver.Arch{driver.CPU, driver.CUDA, driver.OpenCL} {
+		if _, ok := cl.Sources[a]; ok {
+			continue // compiled from source: any name goes
+		}
+		for _, name := range cl.implNames(a) {
+			best, bestD := "", 0
+			for _, d := range rt.drivers {
+				if d.fp.Arch != a {
+					continue
+				}
+				if _, ok := d.kernelIndex[name]; ok {
+					best = ""
+					break
+				}
+				for _, k := range d.fp.Kernels {
+					// Close: a few edits, fewer than a third of the name.
+					if e := editDistance(name, k); e <= max(1, len(name)/3) && (best == "" || e < bestD) {
+						best, bestD = k, e
+					}
+				}
+			}
+			if best != "" {
+				hints = append(hints, fmt.Sprintf("%q for %s kernel %q", best, a, name))
+			}
+		}
+	}
+	if len(hints) == 0 {
+		return ""
+	}
+	return "; did you mean " + strings.Join(hints, ", ") + "?"
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // loadKernel has the driver compile kernel name from source, once per

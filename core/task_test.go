@@ -1117,3 +1117,28 @@ func TestLongKernelError(t *testing.T) {
 		t.Fatalf("a task after the long error: %v", err)
 	}
 }
+
+// A kernel name no driver hosts gets the closest names the drivers of its
+// architecture do, when one is close.
+func TestKernelNameSuggestion(t *testing.T) {
+	rt := start(t, withKernels())
+	for _, c := range []struct {
+		name string
+		cl   *core.Codelet
+		want string // "" : no suggestion
+	}{
+		{"swapped digits", &core.Codelet{Name: "s1", Kernels: map[driver.Arch]string{driver.CPU: "scal_f23"}}, `did you mean "scal_f32" for cpu kernel "scal_f23"?`},
+		{"one missing", &core.Codelet{Name: "s2", Impls: map[driver.Arch][]string{driver.CPU: {"gemm_f3", "axpyf64"}}}, `did you mean "gemm_f32" for cpu kernel "gemm_f3", "axpy_f64" for cpu kernel "axpyf64"?`},
+		{"nothing close", &core.Codelet{Name: "s3", Kernels: map[driver.Arch]string{driver.CPU: "no_such_kernel"}}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := rt.Submit(&core.Task{Codelet: c.cl})
+			if !errors.Is(err, core.ErrNoWorker) {
+				t.Fatalf("Submit: %v, want ErrNoWorker", err)
+			}
+			if got := strings.Contains(err.Error(), "did you mean"); got != (c.want != "") || !strings.HasSuffix(err.Error(), c.want) {
+				t.Fatalf("Submit: %v\nwant it to end %q", err, c.want)
+			}
+		})
+	}
+}

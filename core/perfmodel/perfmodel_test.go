@@ -758,9 +758,9 @@ func TestHistoryOutliers(t *testing.T) {
 				for _, x := range s.samples {
 					m.Record("cpu", 1, 64, x*us)
 				}
-				var e entry
+				e := &entry{}
 				if a := (*m.archs.Load()).get("cpu", 0); a != nil && (*a.fps.Load())[1] != nil {
-					e = *(*a.fps.Load())[1]
+					e = (*a.fps.Load())[1]
 				}
 				if e.n != s.n || math.Abs(e.mean-s.mean*us) > 1e-6 || e.restarts != s.restarts {
 					t.Fatalf("step %d: %d samples kept, mean %v µs, %d restarts; want %d, %v µs, %d", i, e.n, e.mean/us, e.restarts, s.n, s.mean, s.restarts)
