@@ -105,6 +105,12 @@ func TestKernelsInTheApplication(t *testing.T) {
 		t.Fatalf("kernel ran in pid %d; the application is %d: want another process", pid[0], os.Getpid())
 	}
 
+	// A standard kernel is not there: the error says why.
+	if err := rt.Submit(&core.Task{Codelet: cl("scal_f32", core.RW), Handles: []*core.Handle{h}}); !errors.Is(err, core.ErrNoWorker) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("this application, hosting the %d kernels of Options.Kernels in place of the standard library (add kernels.Library()", len(hostedKernels()))) {
+		t.Fatalf("a standard kernel with Options.Kernels: %v", err)
+	}
+
 	fail := &core.Task{Codelet: cl("host_fail")}
 	if err := rt.Submit(fail); err != nil {
 		t.Fatal(err)

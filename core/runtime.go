@@ -90,6 +90,10 @@ type Options struct {
 // Runtime is one instance of the runtime: its plugins, workers, data and
 // tasks. Everything global lives behind it.
 type Runtime struct {
+	// hostedKernels is how many kernels the application hosts as its own
+	// CPU driver (Options.Kernels, plugin_kernelhost.go); 0 when it does
+	// not.
+	hostedKernels int
 	// Set at Init and read-only after: configuration, logging, the
 	// shared arena, drivers, workers and memory nodes.
 	cfg    *config.Config
@@ -272,6 +276,7 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	if err := useKernelHost(opt, cands); err != nil {
 		return nil, err
 	}
+	rt.hostedKernels = len(opt.Kernels)
 	rt.cands, rt.schedFactory = cands, opt.Scheduler
 	if err := rt.loadDrivers(ctx, opt.Drivers, cands); err != nil {
 		return nil, err

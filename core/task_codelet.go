@@ -592,6 +592,12 @@ func (rt *Runtime) describeDrivers() string {
 	}
 	var parts []string
 	for _, d := range rt.drivers {
+		if d.fp.Arch == driver.CPU && rt.hostedKernels > 0 {
+			// The stumble: a newcomer's own kernels in Options.Kernels
+			// take the standard library's place.
+			parts = append(parts, fmt.Sprintf("driver-cpu (%d workers) is this application, hosting the %d kernels of Options.Kernels in place of the standard library (add kernels.Library() of plugins/driver-cpu/kernels to Options.Kernels for the standard ones)", len(d.workers), len(d.fp.Kernels)))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("driver-%s (%s, %d workers) hosts %d kernels", d.name, d.fp.Arch, len(d.workers), len(d.fp.Kernels)))
 	}
 	return strings.Join(parts, "; ")
