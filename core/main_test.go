@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	// When the runtime starts this test binary again as its own CPU
 	// driver (plugin_kernelhost_test.go), it serves these and exits.
 	if os.Getenv("CORE_TEST_NOISY_HOST") != "" && os.Getenv(core.EnvKernelHost) != "" {
-		fmt.Println("a line before HostKernels") // what an application must not do
+		fmt.Println("=== RUN   a line before HostKernels") // as `go test -v` prints
 	}
 	if os.Getenv("CORE_TEST_EMPTY_HOST") != "" {
 		core.HostKernels() // a host whose main reached Init without the kernels

@@ -51,9 +51,10 @@ const EnvKernelHost = "STARPU_KERNEL_HOST"
 // process is an application started again by the runtime to host its own
 // kernels (EnvKernelHost set); otherwise it returns at once. Init calls it
 // with Options.Kernels, so an application need not; one whose main does
-// work before Init that must happen once per run (truncating a file,
-// printing: a plugin's standard output carries its handshake) calls it
-// first thing in main with the same kernels.
+// work before Init that must happen once per run (truncating a file)
+// calls it first thing in main with the same kernels. What main prints
+// before is harmless: the core drops the lines the second run prints
+// before its handshake (loader.Candidate.Chatty).
 func HostKernels(ks ...kernel.Kernel) {
 	if os.Getenv(EnvKernelHost) == "" {
 		return
@@ -106,6 +107,7 @@ func kernelHost() (loader.Candidate, error) {
 		Args:       os.Args[1:],
 		Env:        []string{EnvKernelHost + "=driver-cpu"},
 		InheritEnv: true,
+		Chatty:     true,
 	}, nil
 }
 
@@ -135,5 +137,5 @@ func kernelHostHint(c loader.Candidate, err error) error {
 	if !c.InheritEnv {
 		return err
 	}
-	return fmt.Errorf("%w\n(Options.Kernels: this program was started again to host its kernels; it must reach core.Init, or core.HostKernels, before printing anything to standard output: a test binary calls core.HostKernels first thing in TestMain)", err)
+	return fmt.Errorf("%w\n(Options.Kernels: this program was started again to host its kernels; it must reach core.Init, or core.HostKernels, with the same kernels: a test binary calls core.HostKernels first thing in TestMain)", err)
 }

@@ -176,19 +176,30 @@ func TestKernelsRefused(t *testing.T) {
 	}
 }
 
-// An application that prints before hosting its kernels breaks the
-// handshake: Init fails saying what such a program must do.
+// An application that prints before hosting its kernels, as its main may
+// before Init and as a test binary under `go test -v` does ("=== RUN"),
+// still hosts them: the loader drops those lines.
 func TestKernelsNoisyHost(t *testing.T) {
 	t.Setenv("CORE_TEST_NOISY_HOST", "1") // read by TestMain in the child
 	rt, err := core.Init(context.Background(), core.Options{Config: testConfig(schedOnlyDir(t)), Kernels: hostedKernels()})
-	if err == nil {
-		rt.Shutdown()
-		t.Fatal("Init succeeded with a host that printed before its handshake")
+	if err != nil {
+		t.Fatalf("Init with a host that printed before its handshake: %v", err)
 	}
-	for _, want := range []string{"a line before HostKernels", "before printing anything to standard output", "TestMain"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("Init: %v\nwant it to contain %q", err, want)
-		}
+	defer rt.Shutdown()
+	x := []float32{7}
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &core.Codelet{Name: "host_clamp", Kernels: map[driver.Arch]string{driver.CPU: "host_clamp"}, Modes: []core.Mode{core.RW}}
+	if _, err := rt.Insert(cl, core.Data(core.RW, h), core.Value(float32(0), float32(1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if x[0] != 1 {
+		t.Fatalf("clamp(7) to [0, 1] = %v in the noisy host", x[0])
 	}
 }
 

@@ -30,6 +30,12 @@ type Candidate struct {
 	// allow-list: the application's own binary needs what its main reads
 	// before core.Init, as any run of it does.
 	InheritEnv bool
+	// Chatty: the process may print lines of its own before its
+	// handshake, which the loader drops (an application started again to
+	// host its kernels prints what its main prints before core.Init, as a
+	// test binary under `go test -v` prints "=== RUN"; the first run of
+	// the program printed them already).
+	Chatty bool
 }
 
 // Label is how the core names the plugin in logs and errors:

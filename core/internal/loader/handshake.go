@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // The handshake line a plugin prints names the address the core dials
@@ -23,12 +25,21 @@ import (
 // maxHandshakeLine bounds the first line the guard holds back.
 const maxHandshakeLine = 64 << 10
 
+// maxChatter bounds what a chatty process (Candidate.Chatty) may print
+// before its handshake: past it, go-plugin sees the next line and refuses
+// it, so that a process that never handshakes is still reported.
+const maxChatter = 1 << 20
+
 // handshakeGuard passes a plugin's standard output through, except a first
-// line that is a handshake naming an address outside dir.
+// line that is a handshake naming an address outside dir. For a chatty
+// process it drops the lines before the first that looks like a handshake.
 type handshakeGuard struct {
 	r       io.ReadCloser
 	dir     string
 	refused *atomic.Pointer[string]
+	chatty  bool
+	logger  hclog.Logger
+	dropped int // bytes of chatter dropped
 
 	first   bool   // the first line was seen
 	pending []byte // read, not yet returned
@@ -50,6 +61,12 @@ func (g *handshakeGuard) Read(p []byte) (int, error) {
 			}
 			break
 		}
+		if i >= 0 && g.chatty && !isHandshake(string(g.pending[:i])) && g.dropped+i < maxChatter {
+			g.logger.Debug("dropped a line the process printed before its handshake", "line", string(g.pending[:min(i, 200)]))
+			g.dropped += i + 1
+			g.pending = g.pending[i+1:]
+			continue
+		}
 		g.first = true
 		if i >= 0 {
 			if why := badHandshake(string(g.pending[:i]), g.dir); why != "" {
@@ -68,14 +85,22 @@ func (g *handshakeGuard) Read(p []byte) (int, error) {
 
 func (g *handshakeGuard) Close() error { return g.r.Close() }
 
+// isHandshake reports whether line has the shape of go-plugin's handshake:
+// at least five fields separated by "|", the first a number (the core
+// protocol version).
+func isHandshake(line string) bool {
+	f := strings.Split(strings.TrimSpace(line), "|")
+	return len(f) >= 5 && f[0] != "" && strings.Trim(f[0], "0123456789") == ""
+}
+
 // badHandshake says why line, a go-plugin handshake line, names an address
 // the core must not dial, or "" when it is a unix socket inside dir or not
 // a handshake line at all (go-plugin refuses those itself).
 func badHandshake(line, dir string) string {
-	f := strings.Split(strings.TrimSpace(line), "|")
-	if len(f) < 5 || f[0] == "" || strings.Trim(f[0], "0123456789") != "" {
+	if !isHandshake(line) {
 		return ""
 	}
+	f := strings.Split(strings.TrimSpace(line), "|")
 	network, addr := f[2], f[3]
 	if network != "unix" {
 		return fmt.Sprintf("its handshake names a %s address (%s): a plugin listens on a unix socket in the directory the core gives it", network, addr)

@@ -187,6 +187,7 @@ func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
 			cmd.ExtraFiles = []*os.File{opt.Arena.File()} // fd 3 == base.ArenaFD
 			p.runner = newProcRunner(l, cmd, p.removeSockDir)
 			p.runner.sockDir = sockDir
+			p.runner.chatty = c.Chatty
 			return p.runner, nil
 		},
 		UnixSocketConfig: &plugin.UnixSocketConfig{TempDir: sockDir},

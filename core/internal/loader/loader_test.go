@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -470,6 +472,38 @@ func TestBadHandshake(t *testing.T) {
 		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 			t.Errorf("badHandshake(%q) = %q, want %q", c.line, got, c.want)
 		}
+	}
+}
+
+// A chatty process's lines before its handshake are dropped, up to
+// maxChatter; another process's first line goes to go-plugin as it came.
+func TestHandshakeGuardChatter(t *testing.T) {
+	const hs = "1|2|unix|/s/dir/p|grpc|\n"
+	long := strings.Repeat("x", 1000) + "\n"
+	for _, c := range []struct {
+		name   string
+		out    string
+		chatty bool
+		want   string // the first line go-plugin reads
+	}{
+		{"quiet", hs, true, hs},
+		{"go test -v", "=== RUN   TestKernels\nhello before Init\n" + hs + "after\n", true, hs},
+		{"not chatty", "=== RUN   TestKernels\n" + hs, false, "=== RUN   TestKernels\n"},
+		{"too chatty", strings.Repeat(long, maxChatter/len(long)+1) + hs, true, long},
+		{"bad handshake after chatter", "hello\n1|2|tcp|127.0.0.1:1|grpc\n", true, "refused: its handshake names a tcp address (127.0.0.1:1): a plugin listens on a unix socket in the directory the core gives it\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var refused atomic.Pointer[string]
+			g := &handshakeGuard{r: io.NopCloser(strings.NewReader(c.out)), dir: "/s/dir", refused: &refused, chatty: c.chatty, logger: hclog.NewNullLogger()}
+			all, err := io.ReadAll(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, _ := strings.Cut(string(all), "\n")
+			if first+"\n" != c.want {
+				t.Fatalf("first line %.80q, want %.80q", first, c.want)
+			}
+		})
 	}
 }
 

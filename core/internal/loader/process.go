@@ -58,6 +58,7 @@ type procRunner struct {
 	// output through the handshake guard, which keeps in refused why it
 	// refused the handshake line (handshake.go).
 	sockDir string
+	chatty  bool // Candidate.Chatty
 	out     io.ReadCloser
 	refused atomic.Pointer[string]
 }
@@ -102,7 +103,7 @@ func (r *procRunner) Start(context.Context) error {
 		return err
 	}
 	r.stdout, r.stderr = outR, errR
-	r.out = &handshakeGuard{r: outR, dir: r.sockDir, refused: &r.refused}
+	r.out = &handshakeGuard{r: outR, dir: r.sockDir, refused: &r.refused, chatty: r.chatty, logger: r.logger}
 	r.pid = r.cmd.Process.Pid
 	go r.reap()
 	return nil
