@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -594,6 +597,35 @@ func TestDeviceDriverFailsFingerprint(t *testing.T) {
 	}
 }
 
+// A driver turned off by its device count (STARPU_NOPENCL=0, as
+// STARPU_NCUDA=0) is not started at all: no process, no worker, a note.
+func TestDeviceDriverTurnedOff(t *testing.T) {
+	t.Setenv("STARPU_NOPENCL", "0")
+	t.Setenv("STARPU_OPENCL_ON_CPUS", "1") // pocl's device would be found otherwise
+	rt := start(t, core.Options{Config: testConfig(openclDir)})
+	notes := rt.DriverNotes()
+	if len(notes) != 1 || notes[0].Driver != "driver-opencl" || notes[0].Note != "not started: STARPU_NOPENCL is 0" {
+		t.Fatalf("driver notes %+v, want driver-opencl not started", notes)
+	}
+	for _, w := range rt.Workers() {
+		if w.Arch != driver.CPU {
+			t.Fatalf("worker %+v: want CPU workers only", w)
+		}
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // gone
+		}
+		// pid (comm) state ppid ...
+		comm, rest, _ := strings.Cut(string(b), ") ")
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) && strings.HasSuffix(comm, "(driver-opencl") {
+			t.Fatalf("a driver-opencl process runs: %s", b)
+		}
+	}
+}
+
 // TestImplAsyncReachesDriver checks that an implementation flagged
 // ImplAsync is run with wire.ExecAsync, and one not flagged without it:
 // the driver decides by it how many tasks it keeps in flight.
@@ -661,7 +693,7 @@ func TestPredictedForWorkerArch(t *testing.T) {
 	}
 	// Calibrate both architectures. The in-process device's kernel takes
 	// nanoseconds, the CPU plugin's microseconds.
-	for i := 0; i < 12; i++ {
+	for i := 0; i < 40; i++ { // room for outliers left out
 		on(cpu)
 		on(dev)
 	}

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -326,6 +329,19 @@ func available(cands map[string]loader.Candidate, kind base.Kind) []string {
 	return names
 }
 
+// driverOff reports whether driver plugin name is turned off, its process
+// not started: STARPU_N<NAME> is 0, as STARPU_NCUDA=0 and STARPU_NOPENCL=0
+// ask (and the same for a vendor's driver-<name>). The CPU driver's count
+// is ncpu (config).
+func (rt *Runtime) driverOff(name string) bool {
+	env := "STARPU_N" + strings.ToUpper(name)
+	if n, err := strconv.Atoi(strings.TrimSpace(rt.getenv(env))); err != nil || n != 0 {
+		return false
+	}
+	rt.failedDrivers = append(rt.failedDrivers, DriverNote{Driver: "driver-" + name, Note: "not started: " + env + " is 0"})
+	return true
+}
+
 // configure checks a plugin's config block against its schema and applies it.
 func (rt *Runtime) configure(ctx context.Context, p base.Plugin, name string) error {
 	blk, ok := rt.cfg.Plugins[name]
@@ -379,22 +395,44 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 			}
 			ls = append(ls, loaded{name: "cpu", drv: d})
 		}
-		for _, n := range names {
-			if n == "cpu" && (rt.cfg.NCPU == 0 || rt.apps.cpu != nil) {
-				continue
-			}
-			p, d, used, err := rt.startDriverPlugin(ctx, n, cands["driver-"+n], 0)
-			if err == nil {
-				ls = append(ls, loaded{name: n, drv: d, proc: p, restarts: used})
-				continue
-			}
+		names = slices.DeleteFunc(names, func(n string) bool {
 			if n == "cpu" {
-				return kernelHostHint(cands["driver-cpu"], err)
+				return rt.cfg.NCPU == 0 || rt.apps.cpu != nil
+			}
+			return rt.driverOff(n)
+		})
+		// The processes start side by side: a start is mostly waiting
+		// for the new process to handshake.
+		type start struct {
+			loaded
+			err error
+		}
+		starts := make([]start, len(names))
+		var wg sync.WaitGroup
+		for i, n := range names {
+			wg.Go(func() {
+				p, d, used, err := rt.startDriverPlugin(ctx, n, cands["driver-"+n], 0)
+				starts[i] = start{loaded{name: n, drv: d, proc: p, restarts: used}, err}
+			})
+		}
+		wg.Wait()
+		for _, s := range starts {
+			if s.err == nil {
+				ls = append(ls, s.loaded)
+				continue
+			}
+			if s.name == "cpu" {
+				for _, o := range starts {
+					if o.proc != nil {
+						o.proc.Kill()
+					}
+				}
+				return kernelHostHint(cands["driver-cpu"], s.err)
 			}
 			// A device driver that cannot start (no OpenCL library, say)
 			// costs its devices, not the runtime.
-			rt.log.Warn("driver plugin did not start; running without it", "driver", "driver-"+n, "error", err)
-			rt.failedDrivers = append(rt.failedDrivers, DriverNote{Driver: "driver-" + n, Note: "did not start: " + err.Error()})
+			rt.log.Warn("driver plugin did not start; running without it", "driver", "driver-"+s.name, "error", s.err)
+			rt.failedDrivers = append(rt.failedDrivers, DriverNote{Driver: "driver-" + s.name, Note: "did not start: " + s.err.Error()})
 		}
 	}
 	for _, l := range ls {

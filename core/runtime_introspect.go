@@ -78,9 +78,10 @@ type DriverNote struct {
 	Note   string
 }
 
-// DriverNotes lists the device drivers that did not start and the loaded
-// drivers that run no worker, with the reason each gives (no platform,
-// devices of a kind not enabled, ...).
+// DriverNotes lists the device drivers that did not start (turned off by
+// STARPU_N<NAME>=0, or failing) and the loaded drivers that run no worker,
+// with the reason each gives (no platform, devices of a kind not enabled,
+// ...).
 func (rt *Runtime) DriverNotes() []DriverNote {
 	out := append([]DriverNote(nil), rt.failedDrivers...)
 	for _, d := range rt.drivers {

@@ -35,7 +35,7 @@ func TestPerformanceModelCalibration(t *testing.T) {
 			t.Fatal(err)
 		}
 		var first *core.Task
-		for i := 0; i < 12; i++ {
+		for i := 0; i < 4*perfmodel.MinSamples; i++ { // room for outliers left out
 			task := &core.Task{Codelet: cl, Handles: []*core.Handle{h}, Arg: blasarg.ScalArg{Alpha: 1}.Encode()}
 			if first == nil {
 				first = task

@@ -208,7 +208,7 @@ func Launch(ctx context.Context, c Candidate, opt Options) (*Plugin, error) {
 	p.client = client
 
 	var rpc plugin.ClientProtocol
-	onSpawnThread(func() { rpc, err = client.Client() })
+	rpc, err = client.Client() // forks on the spawn thread (procRunner.Start)
 	if err != nil {
 		p.Kill() // waits for the process, so its exit status is known
 		why := startFailure(err, p.runner, timeout, stderr)

@@ -75,7 +75,9 @@ func newProcRunner(logger hclog.Logger, cmd *exec.Cmd, onExit func()) *procRunne
 	return &procRunner{logger: logger, cmd: cmd, onExit: onExit, done: make(chan struct{})}
 }
 
-// Start implements runner.Runner. It must run on the spawn thread.
+// Start implements runner.Runner. It forks on the spawn thread; the
+// handshake that follows is waited for on the caller's goroutine, so that
+// several plugins start at once.
 func (r *procRunner) Start(context.Context) error {
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -92,7 +94,7 @@ func (r *procRunner) Start(context.Context) error {
 	r.cmd.Stdin = nil
 	r.cmd.Stdout, r.cmd.Stderr = outW, errW
 	r.logger.Debug("starting plugin", "path", r.cmd.Path)
-	err = r.cmd.Start()
+	onSpawnThread(func() { err = r.cmd.Start() })
 	// The child has its copies: the pipes end when the last process of
 	// the plugin's group closes them.
 	outW.Close()

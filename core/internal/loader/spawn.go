@@ -9,8 +9,8 @@ import (
 // exits, not the process (golang/go#27505), and the Go runtime ends a thread
 // when a goroutine locked to it returns without unlocking. Plugin processes
 // are therefore forked from one goroutine locked for good to its thread,
-// which lives as long as the core. Launches are serialised by it; a plugin
-// start takes milliseconds.
+// which lives as long as the core. Forks are serialised by it (a fork takes
+// a millisecond); the handshakes that follow run side by side.
 var (
 	spawnOnce sync.Once
 	spawnCh   chan func()
