@@ -132,6 +132,36 @@ func (j *job) lostInput() error {
 	return nil
 }
 
+// lostBy is the failed task whose lost data err says kept a task from
+// running, or "".
+func lostBy(err error) string {
+	var l *lostData
+	if errors.As(err, &l) {
+		return l.by
+	}
+	return ""
+}
+
+// foldLost adds to errs, after the first error of the tasks that did not
+// run because task T lost their inputs, one line counting the others
+// (more[T], which recordFailure counted instead of keeping them): T's own
+// error, in errs too, says why, and one bad argument used to read as a
+// paragraph per dependent task.
+func foldLost(errs []error, more map[string]int) []error {
+	if len(more) == 0 {
+		return errs
+	}
+	out := make([]error, 0, len(errs)+len(more))
+	for _, err := range errs {
+		out = append(out, err)
+		if by := lostBy(err); more[by] > 0 {
+			out = append(out, fmt.Errorf("and %d more tasks did not run because data task %q was writing was lost", more[by], by))
+			delete(more, by)
+		}
+	}
+	return out
+}
+
 // isLost tells whether err is a task's failure to run because its input
 // was lost.
 func isLost(err error) bool {

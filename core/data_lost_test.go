@@ -2,8 +2,10 @@ package core_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +97,36 @@ func TestKernelErrorLosesData(t *testing.T) {
 	}
 	if err := rt.WaitForAll(); err == nil {
 		t.Fatal("WaitForAll reported no failed task")
+	}
+}
+
+// One failed task whose output 20 tasks read in a chain: WaitForAll says
+// the failure, the first task that did not run because of it, and counts
+// the others in one line, rather than repeating the cause 20 times.
+func TestWaitForAllFoldsLostData(t *testing.T) {
+	rt := start(t, core.Options{Config: testConfig(crashyDir)})
+	hx, _ := core.RegisterVector(rt, []float32{1, 2, 3, 4})
+	hy, _ := core.RegisterVector(rt, []float32{5, 6, 7, 8})
+	if err := rt.Submit(&core.Task{Codelet: failRW, Handles: []*core.Handle{hx}}); err != nil {
+		t.Fatal(err)
+	}
+	const readers = 20
+	for range readers {
+		if err := rt.Submit(&core.Task{Codelet: axpy32, Handles: []*core.Handle{hx, hy}, Arg: blasarg.AxpyArg{Alpha: 1}.Encode()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := rt.WaitForAll()
+	if !errors.Is(err, core.ErrTaskFailed) {
+		t.Fatalf("WaitForAll: %v, want the failed task's error", err)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	more := fmt.Sprintf("and %d more tasks did not run because data task %q was writing was lost", readers-1, "failer")
+	if n := strings.Count(err.Error(), "did not run: data lost"); n != 1 || len(lines) != 3 || !slices.Contains(lines, more) {
+		t.Fatalf("WaitForAll: %d lines, %d saying a task did not run:\n%q\nwant the failure, one task that did not run and a count of the others", len(lines), n, err.Error())
+	}
+	for _, h := range []*core.Handle{hx, hy} {
+		_ = h.Unregister() // says they are lost: not what this test is about
 	}
 }
 

@@ -281,10 +281,13 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 	}
 	rt.hostedKernels = len(opt.Kernels)
 	rt.cands, rt.schedFactory = cands, opt.Scheduler
+	// The scheduler's process starts while the drivers' do.
+	sl := rt.prelaunchSched(ctx, opt.Scheduler, cands)
+	defer sl.drop()
 	if err := rt.loadDrivers(ctx, opt.Drivers, cands); err != nil {
 		return nil, err
 	}
-	if err := rt.loadScheduler(ctx, opt.Scheduler, cands); err != nil {
+	if err := rt.loadScheduler(ctx, opt.Scheduler, cands, sl); err != nil {
 		return nil, err
 	}
 	if err := rt.checkPluginBlocks(cands); err != nil {
@@ -435,48 +438,62 @@ func (rt *Runtime) loadDrivers(ctx context.Context, factories []DriverFactory, c
 			rt.failedDrivers = append(rt.failedDrivers, DriverNote{Driver: "driver-" + s.name, Note: "did not start: " + s.err.Error()})
 		}
 	}
-	for _, l := range ls {
+	// Each driver describes its devices (Fingerprint: pocl, say, takes a
+	// good part of a start to find its platform) side by side too.
+	type probe struct {
+		di         *driverInst
+		fp         *driver.Fingerprint
+		configured bool
+		err        error
+	}
+	probes := make([]probe, len(ls))
+	var wg sync.WaitGroup
+	for i, l := range ls {
 		di := &driverInst{name: l.name, drv: l.drv, proc: l.proc, restarts: l.restarts}
-		rt.drivers = append(rt.drivers, di)
-		var fp *driver.Fingerprint
-		var err error
-		configured := false
-		for {
-			configured = false
-			if err = rt.configure(ctx, di.drv, "driver-"+l.name); err == nil {
-				configured = true
-				fp, err = di.drv.Fingerprint(ctx)
+		rt.drivers = append(rt.drivers, di) // Init's failure path stops them all
+		probes[i].di = di
+		wg.Go(func() {
+			pr := &probes[i]
+			for {
+				pr.configured = false
+				if pr.err = rt.configure(ctx, di.drv, "driver-"+di.name); pr.err == nil {
+					pr.configured = true
+					pr.fp, pr.err = di.drv.Fingerprint(ctx)
+				}
+				if pr.err == nil || !died(di.proc, pr.err) {
+					return
+				}
+				// Killed before it answered: started again, while it
+				// has restarts, as one that died during its start.
+				if pr.err = rt.restartStarting(ctx, di, pr.err); pr.err != nil {
+					return
+				}
 			}
-			if err == nil || !died(di.proc, err) {
-				break
-			}
-			// Killed before it answered: started again, while it has
-			// restarts, as one that died during its start.
-			if err = rt.restartStarting(ctx, di, err); err != nil {
-				break
-			}
-		}
-		l.drv, l.proc = di.drv, di.proc
-		if err != nil && !configured {
+		})
+	}
+	wg.Wait()
+	for _, pr := range probes {
+		di, fp, err := pr.di, pr.fp, pr.err
+		if err != nil && !pr.configured {
 			return err
 		}
-		if err == nil && l.proc == nil {
+		if err == nil && di.proc == nil {
 			// A plugin's reply is checked by its client; an in-process
 			// driver's here.
 			err = fp.Check()
 		}
-		if err != nil && l.proc != nil && l.name != "cpu" {
+		if err != nil && di.proc != nil && di.name != "cpu" {
 			// A device driver that cannot describe its devices (a bad
 			// STARPU_LIMIT_OPENCL_MEM, say) costs its devices, like one
 			// that does not start.
-			l.proc.Kill()
-			rt.drivers = rt.drivers[:len(rt.drivers)-1]
-			rt.log.Warn("driver plugin failed its fingerprint; running without it", "driver", "driver-"+l.name, "error", err)
-			rt.failedDrivers = append(rt.failedDrivers, DriverNote{Driver: "driver-" + l.name, Note: "did not start: fingerprint: " + err.Error()})
+			di.proc.Kill()
+			rt.drivers = slices.DeleteFunc(rt.drivers, func(d *driverInst) bool { return d == di })
+			rt.log.Warn("driver plugin failed its fingerprint; running without it", "driver", "driver-"+di.name, "error", err)
+			rt.failedDrivers = append(rt.failedDrivers, DriverNote{Driver: "driver-" + di.name, Note: "did not start: fingerprint: " + err.Error()})
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("driver-%s: fingerprint: %w", l.name, err)
+			return fmt.Errorf("driver-%s: fingerprint: %w", di.name, err)
 		}
 		di.fp = fp
 		di.kernelIndex = make(map[string]int, len(fp.Kernels))
@@ -527,7 +544,51 @@ func (rt *Runtime) driverFor(a driver.Arch) *driverInst {
 	return nil
 }
 
-func (rt *Runtime) loadScheduler(ctx context.Context, f SchedulerFactory, cands map[string]loader.Candidate) error {
+// schedLaunch is the scheduler plugin's start, under way while the drivers
+// start (Init); nil when there is none to start.
+type schedLaunch struct {
+	done chan struct{}
+	p    *loader.Plugin
+	err  error
+}
+
+// prelaunchSched starts the configured scheduler plugin's process, unless
+// f runs the scheduler in process or no such plugin is found
+// (loadScheduler then says so).
+func (rt *Runtime) prelaunchSched(ctx context.Context, f SchedulerFactory, cands map[string]loader.Candidate) *schedLaunch {
+	c, ok := cands["sched-"+rt.cfg.Sched]
+	if f != nil || !ok {
+		return nil
+	}
+	sl := &schedLaunch{done: make(chan struct{})}
+	go func() {
+		defer close(sl.done)
+		sl.p, sl.err = rt.launch(ctx, c)
+	}()
+	return sl
+}
+
+// take waits for the start and hands its plugin over; the next take or
+// drop has nothing.
+func (sl *schedLaunch) take() (*loader.Plugin, error) {
+	<-sl.done
+	p, err := sl.p, sl.err
+	sl.p, sl.err = nil, errors.New("scheduler plugin taken twice")
+	return p, err
+}
+
+// drop kills the started plugin unless take handed it over: Init failed
+// before it needed it.
+func (sl *schedLaunch) drop() {
+	if sl == nil {
+		return
+	}
+	if p, _ := sl.take(); p != nil {
+		p.Kill()
+	}
+}
+
+func (rt *Runtime) loadScheduler(ctx context.Context, f SchedulerFactory, cands map[string]loader.Candidate, sl *schedLaunch) error {
 	if f != nil {
 		s, err := f(rt.arena, rt.log)
 		if err != nil {
@@ -536,11 +597,10 @@ func (rt *Runtime) loadScheduler(ctx context.Context, f SchedulerFactory, cands 
 		rt.sched = s
 	} else {
 		name := rt.cfg.Sched
-		c, ok := cands["sched-"+name]
-		if !ok {
+		if _, ok := cands["sched-"+name]; !ok || sl == nil {
 			return fmt.Errorf("unknown scheduler %q: no plugin sched-%s %s (available: %v)", name, name, rt.pluginsWhere, available(cands, base.KindScheduler))
 		}
-		p, err := rt.launch(ctx, c)
+		p, err := sl.take()
 		if err != nil {
 			return err
 		}

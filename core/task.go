@@ -860,8 +860,10 @@ func (rt *Runtime) WaitForAll() error {
 	}
 	errs := rt.waits.failed
 	dropped := rt.waits.failedDropped
-	rt.waits.failed, rt.waits.failedDropped = nil, 0
+	lostMore := rt.waits.lostMore
+	rt.waits.failed, rt.waits.failedDropped, rt.waits.lostMore = nil, 0, nil
 	rt.waits.mu.Unlock()
+	errs = foldLost(errs, lostMore)
 	if dropped > 0 {
 		errs = append(errs, fmt.Errorf("and %d more failed tasks", dropped))
 	}
@@ -925,7 +927,9 @@ func (rt *Runtime) TaskByID(id uint64) *Task {
 // WaitForNoReady, Shutdown) watch. pending counts submitted tasks not yet
 // finished and nready those pushed to a scheduler and not completed; both
 // are atomics on the hot path. mu guards failed (the errors WaitForAll
-// reports next, at most 16 kept, failedDropped counting the rest) and is
+// reports next, at most 16 kept, failedDropped counting the rest; lostMore
+// counts, per failed task, the tasks that did not run because it lost
+// their inputs beyond the first, which failed keeps: foldLost) and is
 // idle's lock: idle is broadcast when pending reaches zero, or on any
 // completion while idleWaiters (goroutines waiting on idle for something
 // else than pending reaching zero) is non-zero.
@@ -937,6 +941,7 @@ type waitState struct {
 	idle          *sync.Cond
 	failed        []error
 	failedDropped int
+	lostMore      map[string]int
 }
 
 // failQueue holds the jobs that failed where they were pushed, for the
@@ -1261,7 +1266,12 @@ func (rt *Runtime) regenerate(old *job) bool {
 
 func (rt *Runtime) recordFailure(err error) {
 	rt.waits.mu.Lock()
-	if len(rt.waits.failed) < 16 {
+	if by := lostBy(err); by != "" && slices.ContainsFunc(rt.waits.failed, func(e error) bool { return lostBy(e) == by }) {
+		if rt.waits.lostMore == nil {
+			rt.waits.lostMore = map[string]int{}
+		}
+		rt.waits.lostMore[by]++
+	} else if len(rt.waits.failed) < 16 {
 		rt.waits.failed = append(rt.waits.failed, err)
 	} else {
 		rt.waits.failedDropped++

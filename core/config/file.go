@@ -255,7 +255,7 @@ func (c *Config) decode(src []byte, filename, baseDir string) hcl.Diagnostics {
 		if !ok {
 			continue
 		}
-		val, vdiags := attr.Expr.Value(nil)
+		val, vdiags := attrValue(attr)
 		diags = append(diags, vdiags...)
 		if vdiags.HasErrors() {
 			continue
@@ -398,7 +398,7 @@ func (c *Config) decodeContext(blk *hcl.Block, seen map[string]*hcl.Block) hcl.D
 	}
 	x := Context{Name: name}
 	if attr, ok := content.Attributes["workers"]; ok {
-		val, vdiags := attr.Expr.Value(nil)
+		val, vdiags := attrValue(attr)
 		diags = append(diags, vdiags...)
 		if !vdiags.HasErrors() {
 			ws, d := intListAttr(attr, val)
@@ -409,7 +409,7 @@ func (c *Config) decodeContext(blk *hcl.Block, seen map[string]*hcl.Block) hcl.D
 		}
 	}
 	if attr, ok := content.Attributes["sched"]; ok {
-		val, vdiags := attr.Expr.Value(nil)
+		val, vdiags := attrValue(attr)
 		diags = append(diags, vdiags...)
 		if !vdiags.HasErrors() {
 			var d *hcl.Diagnostic
@@ -475,7 +475,7 @@ func decodePlugin(blk *hcl.Block) (Plugin, hcl.Diagnostics) {
 	cfg := base.Config{}
 	p := Plugin{Name: blk.Labels[0], Config: cfg}
 	if attr, ok := content.Attributes["restarts"]; ok {
-		val, vdiags := attr.Expr.Value(nil)
+		val, vdiags := attrValue(attr)
 		diags = append(diags, vdiags...)
 		if !vdiags.HasErrors() {
 			n, d := intAttr(attr, val, 0, 1<<20, "an integer >= 0")
@@ -505,13 +505,32 @@ func decodePlugin(blk *hcl.Block) (Plugin, hcl.Diagnostics) {
 	return p, diags
 }
 
+// attrValue evaluates attr, which may not name variables: an unquoted
+// word (sched = ws) gets HCL's "Variables not allowed" with what to write
+// instead.
+func attrValue(attr *hcl.Attribute) (cty.Value, hcl.Diagnostics) {
+	val, diags := attr.Expr.Value(nil)
+	if t, ok := attr.Expr.(*hclsyntax.ScopeTraversalExpr); ok && diags.HasErrors() {
+		word := string(attr.Expr.Range().SliceBytes(nil))
+		if len(t.Traversal) > 0 {
+			word = t.Traversal.RootName()
+		}
+		for _, d := range diags {
+			if d.Summary == "Variables not allowed" {
+				d.Detail = fmt.Sprintf("%s is a word without quotes: a name is a string, as in %s = %q", word, attr.Name, word)
+			}
+		}
+	}
+	return val, diags
+}
+
 // decodeConfigBody reads a config block's free-form scalar attributes.
 func decodeConfigBody(cb *hcl.Block) (base.Config, hcl.Diagnostics) {
 	cfg := base.Config{}
 	attrs, diags := cb.Body.JustAttributes()
 	for _, name := range sortedKeys(attrs) {
 		attr := attrs[name]
-		val, vdiags := attr.Expr.Value(nil)
+		val, vdiags := attrValue(attr)
 		diags = append(diags, vdiags...)
 		if vdiags.HasErrors() {
 			continue

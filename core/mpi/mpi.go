@@ -41,7 +41,7 @@
 //	starpu_mpi_cache_set (STARPU_MPI_CACHE)  Options.NoCache
 //	starpu_mpi_get_data_on_node              Comm.GetDataOnNode
 //	starpu_mpi_comm_amounts_retrieve         Comm.Stats
-//	STARPU_MPI_STATS=1                       Options.Stats: printed by Shutdown
+//	STARPU_MPI_STATS=1 (1.3: STARPU_COMM_STATS) Options.Stats: printed by Shutdown
 //
 // Failures never hang a run: a rank that dies (on this host, seen through
 // its process; elsewhere, through mpirun ending the job), or that shuts
@@ -92,11 +92,12 @@ var (
 
 // Options configures Init.
 type Options struct {
-	// Getenv reads STARPU_MPI_STATS and STARPU_MPI_CACHE (os.Getenv when
-	// nil).
+	// Getenv reads STARPU_MPI_STATS (or StarPU 1.3's STARPU_COMM_STATS)
+	// and STARPU_MPI_CACHE (os.Getenv when nil).
 	Getenv func(string) string
 	// Stats makes Shutdown print the communication statistics per peer
-	// (StarPU's STARPU_MPI_STATS=1, which sets it too).
+	// (StarPU's STARPU_MPI_STATS=1, or 1.3's STARPU_COMM_STATS=1, which
+	// set it too).
 	Stats bool
 	// NoCache turns the communication cache off: Insert sends a datum
 	// each time a task needs it (STARPU_MPI_CACHE=0 sets it too).
@@ -172,7 +173,9 @@ func Init(ctx context.Context, rt *core.Runtime, opt Options) (*Comm, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	if getenv("STARPU_MPI_STATS") == "1" {
+	// StarPU 1.3 calls it STARPU_COMM_STATS; later versions
+	// STARPU_MPI_STATS.
+	if getenv("STARPU_MPI_STATS") == "1" || getenv("STARPU_COMM_STATS") == "1" {
 		opt.Stats = true
 	}
 	if getenv("STARPU_MPI_CACHE") == "0" {

@@ -144,6 +144,7 @@ func TestRanks(t *testing.T) {
 		{name: "owner-computes chain without cache", np: 2, body: "chain", env: []string{"STARPU_MPI_CACHE=0"}},
 		{name: "communications traced", np: 2, body: "pingpong", env: []string{"STARPU_TRACE=" + filepath.Join(traceDir, "run.trace")}, check: commsTraced},
 		{name: "STARPU_MPI_STATS", np: 2, body: "pingpong", env: []string{"STARPU_MPI_STATS=1"}, check: statsPrinted},
+		{name: "STARPU_COMM_STATS", np: 2, body: "pingpong", env: []string{"STARPU_COMM_STATS=1"}, check: statsPrinted}, // StarPU 1.3's name
 		{name: "REDUX 2 ranks", np: 2, body: "redux"},
 		{name: "REDUX 4 ranks", np: 4, body: "redux"},
 		{name: "REDUX without cache", np: 2, body: "redux", env: []string{"STARPU_MPI_CACHE=0"}},
