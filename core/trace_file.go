@@ -20,7 +20,10 @@ type TraceFile struct {
 
 // ReadTraceFile reads the trace in file path, native or Chrome JSON. A
 // trace the runtime did not close (it crashed, or still runs) reads up to
-// its last whole record; Complete says which.
+// its last whole record; Complete says which. When there is no file path
+// but an MPI run wrote one per rank under that name (run.trace:
+// run.rank0.trace, run.rank1.trace, ...), it reads them all, merged on one
+// time axis, each rank's rows and numbers its own.
 func ReadTraceFile(path string) (*TraceFile, error) {
 	t, err := trace.ReadFile(path)
 	if err != nil {
@@ -28,6 +31,11 @@ func ReadTraceFile(path string) (*TraceFile, error) {
 	}
 	return &TraceFile{t: t, sum: t.Summarize()}, nil
 }
+
+// TraceRankFiles lists the files of the multi-rank trace whose base name
+// is path (run.trace: run.rank0.trace, ...), by rank; nil when there are
+// none, an error when a rank's is missing.
+func TraceRankFiles(path string) ([]string, error) { return trace.RankFiles(path) }
 
 // TraceSummary is the gist of a trace: the figures `starpu trace
 // summary` starts with.

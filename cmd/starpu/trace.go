@@ -76,6 +76,12 @@ func traceCmd(args []string, out io.Writer) error {
 	if filepath.Clean(dst) == filepath.Clean(in) {
 		return usagef("%s: %s would overwrite its input: name another with -o", c.name, in)
 	}
+	if _, err := os.Stat(in); err != nil && (args[0] == "json" || args[0] == "perfetto") {
+		if files, _ := core.TraceRankFiles(in); len(files) > 0 {
+			// The converters stream one file; the merge needs them all.
+			return fmt.Errorf("%s: %s is the trace of an MPI run, one file per rank (%s): convert each rank's file, or use trace view, summary, paje, dot or rec, which merge them", c.name, in, strings.Join(files, ", "))
+		}
+	}
 	switch args[0] {
 	case "json":
 		return traceConvert("json", in, dst, out, core.ConvertTraceToJSON)

@@ -129,6 +129,21 @@ func TestRanks(t *testing.T) {
 				t.Errorf("rank %d's trace holds %d communications, want its sends and receives:\n%s", rr.Rank, n, sum.String())
 			}
 		}
+		// By its base name, the ranks' traces merged: every rank's
+		// workers and communications, on one time axis.
+		m, err := core.ReadTraceFile(filepath.Join(traceDir, "run.trace"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum strings.Builder
+		if err := m.WriteSummary(&sum); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"rank -> peer rank", "0 -> 1", "1 -> 0", "rank 1 "} {
+			if !strings.Contains(sum.String(), want) {
+				t.Errorf("merged trace's summary lacks %q:\n%s", want, sum.String())
+			}
+		}
 	}
 	tests := []struct {
 		name  string

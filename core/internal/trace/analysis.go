@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -312,14 +313,15 @@ func (t *Trace) WriteSummary(w io.Writer, s Summary) error {
 			n, bytes [2]uint64
 			busy     [2]int64
 		}
-		peers := map[int]*peer{}
-		var ids []int
+		peers := map[[2]int]*peer{}
+		var ids [][2]int
 		for _, c := range t.Comms {
-			p := peers[c.Peer]
+			key := [2]int{c.Rank, c.Peer}
+			p := peers[key]
 			if p == nil {
 				p = &peer{}
-				peers[c.Peer] = p
-				ids = append(ids, c.Peer)
+				peers[key] = p
+				ids = append(ids, key)
 			}
 			k := 0
 			if c.Send {
@@ -329,12 +331,23 @@ func (t *Trace) WriteSummary(w io.Writer, s Summary) error {
 			p.bytes[k] += c.Bytes
 			p.busy[k] += c.End - c.Start
 		}
-		sort.Ints(ids)
+		sort.Slice(ids, func(i, j int) bool {
+			return ids[i][0] < ids[j][0] || ids[i][0] == ids[j][0] && ids[i][1] < ids[j][1]
+		})
+		merged := t.multiRank()
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "peer rank\tsends\tbytes sent\tsending\treceives\tbytes received\treceiving\t")
+		head := "peer rank"
+		if merged {
+			head = "rank -> peer rank"
+		}
+		fmt.Fprintln(tw, head+"\tsends\tbytes sent\tsending\treceives\tbytes received\treceiving\t")
 		for _, id := range ids {
 			p := peers[id]
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%s\t\n", id, p.n[1], p.bytes[1], ms(p.busy[1]), p.n[0], p.bytes[0], ms(p.busy[0]))
+			label := strconv.Itoa(id[1])
+			if merged {
+				label = fmt.Sprintf("%d -> %d", id[0], id[1])
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%s\t\n", label, p.n[1], p.bytes[1], ms(p.busy[1]), p.n[0], p.bytes[0], ms(p.busy[0]))
 		}
 		tw.Flush()
 	}

@@ -3,8 +3,10 @@ package trace
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sort"
 )
@@ -170,7 +172,10 @@ type PluginEvent struct {
 // send or receive): the peer's rank, the message tag, its size, the
 // handle it carried (0 none), and when it was posted and completed.
 type Comm struct {
-	Send       bool
+	Send bool
+	// Rank is the rank that recorded it: 0 in one rank's trace, its rank
+	// in a merged one (Merge).
+	Rank       int
 	Peer       int
 	Tag        int64
 	Bytes      uint64
@@ -344,9 +349,13 @@ func firstNonSpace(br *bufio.Reader) (byte, error) {
 	}
 }
 
-// ReadFile reads the trace in file path.
+// ReadFile reads the trace in file path, or, when there is no such file,
+// the rank files of an MPI run whose base name path is, merged (Merge).
 func ReadFile(path string) (*Trace, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return readRanks(path)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -240,15 +240,20 @@ func (t *Trace) svg(w *bufio.Writer, s Summary, opt SVGOptions, inHTML bool) {
 	for i, its := range xitems {
 		rows[len(s.Workers)+i].boxes = merge(its, start, end, xOf, false)
 	}
-	peers := map[int]int{}
+	peers := map[[2]int]int{}
 	var citems [][]item
 	firstPeer := len(rows)
+	merged := t.multiRank()
 	for _, c := range t.Comms {
-		r, ok := peers[c.Peer]
+		r, ok := peers[[2]int{c.Rank, c.Peer}]
 		if !ok {
 			r = len(rows)
-			peers[c.Peer] = r
-			rows = append(rows, row{label: fmt.Sprintf("rank %d", c.Peer)})
+			peers[[2]int{c.Rank, c.Peer}] = r
+			label := fmt.Sprintf("rank %d", c.Peer)
+			if merged {
+				label = fmt.Sprintf("rank %d with rank %d", c.Rank, c.Peer)
+			}
+			rows = append(rows, row{label: label})
 			citems = append(citems, nil)
 		}
 		fill, what := recvColour, "receive from"
