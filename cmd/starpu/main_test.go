@@ -188,15 +188,16 @@ func TestMachine(t *testing.T) {
 }
 
 // A bad STARPU_LIMIT_OPENCL_MEM does not stop a runtime whose OpenCL driver
-// uses no device: Init succeeds and the driver's note mentions it. (It used
-// to fail Init from the driver's fingerprint.)
+// uses no device (pocl's CPU device is not used without
+// STARPU_OPENCL_ON_CPUS): Init succeeds and the driver's note mentions it.
+// (It used to fail Init from the driver's fingerprint.)
 func TestUnusedOpenCLLimit(t *testing.T) {
 	for _, c := range []struct{ limit, want string }{
 		{"-1", `STARPU_LIMIT_OPENCL_MEM="-1": must not be negative`},
 		{"lots", `STARPU_LIMIT_OPENCL_MEM="lots": want a whole number of MiB`},
 	} {
 		t.Run(c.limit, func(t *testing.T) {
-			t.Setenv("STARPU_NOPENCL", "0")
+			t.Setenv("STARPU_OPENCL_ON_CPUS", "0")
 			t.Setenv("STARPU_LIMIT_OPENCL_MEM", c.limit)
 			var out bytes.Buffer
 			if err := run(context.Background(), []string{"machine", "--plugin-dir", pluginDir, "--ncpu", "1"}, &out); err != nil {

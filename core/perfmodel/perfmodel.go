@@ -460,9 +460,9 @@ func (m *Model) Record(arch string, footprint uint32, size uint64, ns float64) {
 // kept while its (arch, impl, footprint) entry has fewer than MinSamples
 // samples.
 //
-// A history entry keeps StarPU's rule against outliers: the first sample
-// of a new entry is dropped (a first run pays for first touches and lazy
-// initialisation); after that, a sample above mean*(1+e) or below
+// A history entry keeps StarPU's rule against outliers: for a History
+// model, the first sample of a new entry is dropped (a first run pays for
+// first touches and lazy initialisation); after that, a sample above mean*(1+e) or below
 // mean/(1+e), e being STARPU_HISTORY_MAX_ERROR (DB.SetMaxError), and more
 // than 10 µs from the mean, is refused and counted; once the refused
 // samples are as many as the kept ones, the entry is wrong rather than the
@@ -484,9 +484,11 @@ func (m *Model) RecordImpl(arch string, impl int, footprint uint32, size uint64,
 	if m.calibrate == 0 && e.n >= MinSamples {
 		return
 	}
+	kind := Kind(m.kind.Load())
 	switch {
-	case fresh:
-		// The first sample: dropped.
+	case fresh && kind == History:
+		// The first sample: dropped (StarPU drops it for history models
+		// only; the regressions need every size's samples).
 	case e.n > 0 && m.outlier(e, ns):
 		e.outliers++
 		if e.outliers >= e.n {
@@ -495,7 +497,6 @@ func (m *Model) RecordImpl(arch string, impl int, footprint uint32, size uint64,
 	default:
 		e.add(ns)
 	}
-	kind := Kind(m.kind.Load())
 	if size > 0 && ns > 0 {
 		a.reg.add(float64(size), ns, size)
 	}
