@@ -46,10 +46,10 @@ commands:
   perfmodel plot NAME      an SVG of duration against size (-o FILE.svg)
   trace summary FILE       a trace's time per worker and codelet, critical path, efficiency
   trace view FILE          a trace as a Gantt chart (-o FILE.svg or FILE.html)
-  trace dot FILE           a trace's task graph (dag.dot); trace rec FILE: tasks.rec
+  trace dot FILE           a trace's task graph (FILE.dot); trace rec FILE: StarPU's tasks.rec (FILE.rec)
   trace json FILE          a native trace as Chrome/Perfetto JSON
   trace perfetto FILE      a trace in Perfetto's protobuf format (-o FILE.pftrace)
-  trace paje FILE          a trace in StarPU's Paje format, for ViTE and StarVZ (paje.trace)
+  trace paje FILE          a trace in StarPU's Paje format, for ViTE and StarVZ (FILE.paje)
 
 Run "starpu <command> -h" (or "starpu help <command>") for the flags of a command.
 `

@@ -32,10 +32,10 @@ func traceCmd(args []string, out io.Writer) error {
 		def = "FILE.html"
 	case "dot":
 		c = newCmd("trace dot", "[flags] FILE", "Write the task graph of a traced run in Graphviz's dot language (StarPU's\ndag.dot), the critical path in red.")
-		def = "dag.dot"
+		def = "FILE.dot"
 	case "rec":
 		c = newCmd("trace rec", "[flags] FILE", "Write the tasks of a traced run in StarPU's tasks.rec format (recutils).")
-		def = "tasks.rec"
+		def = "FILE.rec"
 	case "json":
 		c = newCmd("trace json", "[flags] FILE", "Convert a native trace (a crashed run's too) to Chrome trace-event JSON, which\nPerfetto (ui.perfetto.dev) and chrome://tracing open.")
 		def = "FILE.json"
@@ -44,7 +44,7 @@ func traceCmd(args []string, out io.Writer) error {
 		def = "FILE.pftrace"
 	case "paje":
 		c = newCmd("trace paje", "[flags] FILE", "Write a traced run in the Paje format of StarPU's starpu_fxt_tool (paje.trace),\nwhich ViTE draws and StarVZ reads.")
-		def = "paje.trace"
+		def = "FILE.paje"
 	default:
 		return usagef("trace: unknown subcommand %q (summary, view, dot, rec, json, perfetto, paje)", args[0])
 	}

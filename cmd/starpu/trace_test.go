@@ -29,6 +29,9 @@ func TestTraceCommands(t *testing.T) {
 		{args: []string{"view", "-o", filepath.Join(dir, "g.html"), file}, out: "g.html", holds: []string{"<!DOCTYPE html>", "<svg", "<pre>", "<script>"}},
 		{args: []string{"view", file}, out: "run.html", holds: []string{"<svg"}}, // beside the trace by default
 		{args: []string{"dot", file, "-o", filepath.Join(dir, "dag.dot")}, out: "dag.dot", holds: []string{"digraph G {", `label="trsm_f32"`, "->"}},
+		{args: []string{"dot", file}, out: "run.dot", holds: []string{"digraph G {"}}, // every output beside the trace by default
+		{args: []string{"rec", file}, out: "run.rec", holds: []string{"Name: syrk_f32\n"}},
+		{args: []string{"paje", file}, out: "run.paje", holds: []string{"%EventDef\tPajeDefineContainerType\t1\n"}},
 		{args: []string{"rec", file, "-o", "-"}, holds: []string{"Name: syrk_f32\n", "DependsOn: ", "Modes: R RW\n", "\nFootprints: ", "MPIRank: 0\n\n"}},
 		{args: []string{"json", file}, out: "run.json", holds: []string{`{"traceEvents":[`, `"name":"potrf_f32","cat":"task","ph":"X"`, `"complete":true`}, stdout: "wrote " + filepath.Join(dir, "run.json")},
 		{args: []string{"perfetto", file}, out: "run.pftrace", holds: []string{"starpu workers", "potrf_f32", "scheduling"}, stdout: "wrote " + filepath.Join(dir, "run.pftrace")},

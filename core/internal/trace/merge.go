@@ -3,7 +3,6 @@ package trace
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -74,15 +73,15 @@ func globEscape(s string) string {
 	return r.Replace(s)
 }
 
-// readRanks reads and merges the rank files of the trace path names, or
-// reports fs.ErrNotExist when it has none.
-func readRanks(path string) (*Trace, error) {
+// readRanks reads and merges the rank files of the trace path names, or,
+// when it has none, returns openErr, the failure to open path, saying so.
+func readRanks(path string, openErr error) (*Trace, error) {
 	files, err := RankFiles(path)
 	if err != nil {
 		return nil, err
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: %w (nor rank files %s.rank0%s, ... of an MPI run)", path, fs.ErrNotExist, strings.TrimSuffix(path, filepath.Ext(path)), filepath.Ext(path))
+		return nil, fmt.Errorf("%w (nor rank files %s.rank0%s, ... of an MPI run)", openErr, strings.TrimSuffix(path, filepath.Ext(path)), filepath.Ext(path))
 	}
 	ranks := make([]*Trace, len(files))
 	for i, f := range files {

@@ -354,7 +354,7 @@ func firstNonSpace(br *bufio.Reader) (byte, error) {
 func ReadFile(path string) (*Trace, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return readRanks(path)
+		return readRanks(path, err)
 	}
 	if err != nil {
 		return nil, err
