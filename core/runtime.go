@@ -305,6 +305,11 @@ func Init(ctx context.Context, opt Options) (_ *Runtime, err error) {
 		}
 	}
 	rt.serveDashboard()
+	if tr := rt.trace; tr != nil {
+		// STARPU_WORKER_STATS splits the workers' time from here: the
+		// plugins' start is not time a worker could have run tasks.
+		tr.started = time.Now()
+	}
 	return rt, nil
 }
 

@@ -49,8 +49,8 @@ func (rt *Runtime) workerTotals() []workerTotals {
 func msOf(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // writeWorkerStats prints per worker the tasks it ran and how the time
-// since Init split between executing them and the rest (idle, waiting
-// for data, the runtime's overhead).
+// since Init returned (total) split between executing them and the rest
+// (idle, waiting for data, the runtime's overhead).
 func (rt *Runtime) writeWorkerStats(w io.Writer, total time.Duration) {
 	fmt.Fprintf(w, "\n#---------------------\nWorker stats:\n")
 	var exec, all time.Duration

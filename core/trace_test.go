@@ -255,6 +255,41 @@ func TestTraceFileBad(t *testing.T) {
 	}
 }
 
+// STARPU_WORKER_STATS's total counts from the end of Init: the plugins'
+// start is no worker's time. It is at most the time from Init's return to
+// Shutdown's (1 ms for the steps between setting its start and Init
+// returning); it used to count the start-up too.
+func TestWorkerStatsFromInit(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "workers.txt")
+	cfg := testConfig(pluginDir)
+	cfg.NCPU = 1
+	rt, err := core.Init(context.Background(), core.Options{Config: cfg, Getenv: env(map[string]string{core.EnvWorkerStats: "1", core.EnvWorkerStatsFile: file})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterInit := time.Now()
+	if err := rt.Submit(&core.Task{Codelet: emptyCl, Synchronous: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	run := time.Since(afterInit)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	if i := strings.Index(string(b), "time split: total "); i < 0 {
+		t.Fatalf("no time split in:\n%s", b)
+	} else if _, err := fmt.Sscanf(string(b[i:]), "time split: total %f ms", &total); err != nil {
+		t.Fatal(err)
+	}
+	if limit := float64(run+time.Millisecond) / 1e6; total > limit {
+		t.Errorf("worker total %.2f ms, beyond the %.2f ms from Init's return to Shutdown's: it counts the start-up", total, limit)
+	}
+}
+
 // startTraced runs one CPU worker and a memDevice, with env.
 func startTraced(t *testing.T, vars map[string]string, traceFile string) *core.Runtime {
 	t.Helper()
