@@ -195,6 +195,10 @@ type engine struct {
 	// when the engine started.
 	completed, wdCompleted uint64
 	wdSince, startedAt     time.Time
+	// wdReports say what pending tasks may wait for
+	// (Runtime.AddWatchdogReport); under wdMu.
+	wdMu      sync.Mutex
+	wdReports []func() string
 }
 
 func newEngine(rt *Runtime) (*engine, error) {

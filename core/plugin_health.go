@@ -168,6 +168,14 @@ func (e *engine) watchdog(now time.Time) {
 		return
 	}
 	msg := fmt.Sprintf("watchdog: no task completed for %s while %d are pending (watchdog_timeout, STARPU_WATCHDOG_TIMEOUT)", idle.Round(time.Millisecond), pending)
+	e.wdMu.Lock()
+	reports := e.wdReports
+	e.wdMu.Unlock()
+	for _, f := range reports {
+		if r := f(); r != "" {
+			msg += "; " + r
+		}
+	}
 	if cfg.WatchdogCrash {
 		e.rt.log.Error(msg + "; aborting with every goroutine's stack (watchdog_crash, STARPU_WATCHDOG_CRASH)")
 		// As StarPU aborts: Go answers SIGABRT with every goroutine's
@@ -178,6 +186,18 @@ func (e *engine) watchdog(now time.Time) {
 	}
 	e.rt.log.Warn(msg)
 	e.wdSince = now // again after another period
+}
+
+// AddWatchdogReport adds f to what the watchdog (watchdog_timeout,
+// STARPU_WATCHDOG_TIMEOUT) says when no task completed for that long: f
+// tells what pending tasks may be waiting for, or "" (core/mpi lists its
+// transfers in flight). f runs on the engine goroutine: it must not block
+// nor call the runtime.
+func (rt *Runtime) AddWatchdogReport(f func() string) {
+	e := rt.engine
+	e.wdMu.Lock()
+	defer e.wdMu.Unlock()
+	e.wdReports = append(e.wdReports, f)
 }
 
 // procState is what /proc says process pid is doing ("stopped", "running",

@@ -225,6 +225,9 @@ func Init(ctx context.Context, rt *core.Runtime, opt Options) (*Comm, error) {
 		signal.Notify(c.sigs, syscall.SIGTERM)
 		go c.onSignal()
 	}
+	// A task stuck on data from another rank: the watchdog names the
+	// transfers it may wait for.
+	rt.AddWatchdogReport(c.watchdogReport)
 	return c, nil
 }
 

@@ -1,15 +1,18 @@
 package mpi_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +54,7 @@ func TestMain(m *testing.M) {
 		"csr":          rankCSR,
 		"truncate":     rankTruncate,
 		"unreg-send":   rankUnregisterInFlight,
+		"watchdog":     rankWatchdog,
 	})
 	os.Exit(m.Run())
 }
@@ -160,6 +164,7 @@ func TestRanks(t *testing.T) {
 		{name: "communications traced", np: 2, body: "pingpong", env: []string{"STARPU_TRACE=" + filepath.Join(traceDir, "run.trace")}, check: commsTraced},
 		{name: "STARPU_MPI_STATS", np: 2, body: "pingpong", env: []string{"STARPU_MPI_STATS=1"}, check: statsPrinted},
 		{name: "STARPU_COMM_STATS", np: 2, body: "pingpong", env: []string{"STARPU_COMM_STATS=1"}, check: statsPrinted}, // StarPU 1.3's name
+		{name: "watchdog names the receive", np: 2, body: "watchdog", env: []string{"WATCHDOG_DIR=" + t.TempDir()}},
 		{name: "REDUX 2 ranks", np: 2, body: "redux"},
 		{name: "REDUX 4 ranks", np: 4, body: "redux"},
 		{name: "REDUX without cache", np: 2, body: "redux", env: []string{"STARPU_MPI_CACHE=0"}},
@@ -203,8 +208,8 @@ type node struct {
 func start(opt mpi.Options) (*node, error) { return startN(opt, 1) }
 
 // startN is start with ncpu CPU workers, which also host the test's own
-// kernels.
-func startN(opt mpi.Options, ncpu int) (*node, error) {
+// kernels; tune, when given, changes the configuration and options.
+func startN(opt mpi.Options, ncpu int, tune ...func(*config.Config, *core.Options)) (*node, error) {
 	dir, err := os.MkdirTemp("", "starpu-mpi-test-")
 	if err != nil {
 		return nil, err
@@ -218,7 +223,7 @@ func startN(opt mpi.Options, ncpu int) (*node, error) {
 	cfg.PluginDir = os.Getenv(config.EnvPluginDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rt, err := core.Init(ctx, core.Options{
+	copt := core.Options{
 		Config: cfg,
 		Drivers: []core.DriverFactory{func(a *shm.Arena, log hclog.Logger) (driver.Driver, error) {
 			return cpudriver.New(a, log, cpudriver.WithKernels(append(kernels.Library(), kernel.Kernel{Name: "test_dot_acc_f64", Func: dotAcc})...)), nil
@@ -226,7 +231,11 @@ func startN(opt mpi.Options, ncpu int) (*node, error) {
 		Scheduler: func(a *shm.Arena, log hclog.Logger) (sched.Scheduler, error) {
 			return sched.NewHost(a, ws.New(), base.Info{Name: "ws", Version: "test"}), nil
 		},
-	})
+	}
+	for _, f := range tune {
+		f(cfg, &copt)
+	}
+	rt, err := core.Init(ctx, copt)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -856,6 +865,89 @@ func rankTruncate() error {
 	}
 	rt.Shutdown()
 	return err
+}
+
+// rankWatchdog: rank 0 waits for a vector from rank 1, a task reading it
+// waiting too, and rank 1 sends it only once rank 0's watchdog has said
+// so, naming the receive it waits for (a file in $WATCHDOG_DIR tells rank
+// 1: events, not durations, order the ranks).
+func rankWatchdog() error {
+	var logged safeBuffer
+	n, err := startN(mpi.Options{}, 1, func(cfg *config.Config, o *core.Options) {
+		cfg.WatchdogTimeout = 100 * time.Millisecond
+		o.Logger = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(&logged, os.Stderr), Level: hclog.Warn})
+	})
+	if err != nil {
+		return err
+	}
+	c, rt := n.c, n.rt
+	x := make([]float64, 4)
+	if c.Rank() == 1 {
+		x[0] = 7
+	}
+	h, err := core.RegisterVector(rt, x)
+	if err != nil {
+		return n.stop(err)
+	}
+	flag := filepath.Join(os.Getenv("WATCHDOG_DIR"), "sent")
+	deadline := time.Now().Add(60 * time.Second)
+	if c.Rank() == 1 {
+		for _, err := os.Stat(flag); err != nil; _, err = os.Stat(flag) {
+			if time.Now().After(deadline) {
+				return n.stop(errors.New("rank 0 never said its watchdog spoke"))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		err = c.Send(h, 0, 5)
+		h.Unregister()
+		return n.stop(err)
+	}
+	if err := c.IrecvDetached(h, 1, 5, nil); err != nil {
+		return n.stop(err)
+	}
+	reader := &core.Task{Codelet: &core.Codelet{Name: "empty_r", Kernels: map[core.Arch]string{core.CPU: blasarg.Empty}, Modes: []core.Mode{core.R}}, Handles: []*core.Handle{h}}
+	if err := rt.Submit(reader); err != nil {
+		return n.stop(err)
+	}
+	want := "receive of " + h.String() + " from rank 1 (tag 5), posted"
+	for !strings.Contains(logged.String(), want) {
+		if time.Now().After(deadline) {
+			os.WriteFile(flag, nil, 0o644)
+			return n.stop(fmt.Errorf("the watchdog never named %q; log:\n%s", want, logged.String()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logged.String(), "watchdog: no task completed") {
+		err = fmt.Errorf("log:\n%s\nwant the watchdog's line", logged.String())
+	}
+	if werr := os.WriteFile(flag, nil, 0o644); werr != nil {
+		return n.stop(werr)
+	}
+	err = errors.Join(err, rt.Wait(reader))
+	h.Unregister()
+	if err == nil && x[0] != 7 {
+		err = fmt.Errorf("received %v, want 7", x[0])
+	}
+	return n.stop(err)
+}
+
+// safeBuffer is a bytes.Buffer for a logger and a reader on two
+// goroutines.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // rankUnregisterInFlight: rank 0 sends two large vectors with detached

@@ -5,6 +5,8 @@ package mpi
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -335,6 +337,52 @@ func (x *xfer) gated(gate *core.Handle) (func(error), error) {
 		return nil, err
 	}
 	return func(err error) { step(false, err) }, nil
+}
+
+// maxReported bounds the transfers watchdogReport names.
+const maxReported = 5
+
+// watchdogReport names the transfers in flight, those MPI has the longest
+// first, for the runtime's watchdog: a task that waits for data from
+// another rank waits for one of them, and a receive that never completes
+// often means the ranks registered a handle differently (tag, owner). It
+// skips a turn rather than wait for c.mu (the engine goroutine calls it).
+func (c *Comm) watchdogReport() string {
+	if !c.mu.TryLock() {
+		return ""
+	}
+	type row struct {
+		what   string
+		posted bool
+		at     time.Time
+	}
+	rows := make([]row, 0, len(c.xfers))
+	for x := range c.xfers {
+		rows = append(rows, row{x.String(), x.posted, x.postedAt})
+	}
+	c.mu.Unlock()
+	if len(rows) == 0 {
+		return ""
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.posted != b.posted {
+			return a.posted
+		}
+		return a.at.Before(b.at) || a.at.Equal(b.at) && a.what < b.what
+	})
+	var parts []string
+	for _, r := range rows[:min(len(rows), maxReported)] {
+		if r.posted {
+			parts = append(parts, fmt.Sprintf("%s, posted %s ago", r.what, time.Since(r.at).Round(time.Millisecond)))
+		} else {
+			parts = append(parts, r.what+", waiting for its data")
+		}
+	}
+	if n := len(rows) - maxReported; n > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", n))
+	}
+	return fmt.Sprintf("MPI rank %d has %d transfers in flight: %s (a receive that never completes: do the ranks register the handle with the same tag and owner?)", c.rank, len(rows), strings.Join(parts, "; "))
 }
 
 // track counts x among the transfers in flight; c.mu held.
