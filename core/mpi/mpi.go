@@ -303,10 +303,14 @@ func (c *Comm) onSignal() {
 		return
 	}
 	err := fmt.Errorf("%w: rank %d got SIGTERM", ErrAborted, c.rank)
-	if dead := c.watch.deadNow(); len(dead) > 0 {
+	switch dead := c.watch.deadNow(); {
+	case len(dead) > 0:
 		err = fmt.Errorf("%w: %w", err, errors.Join(dead...))
-	} else {
-		err = fmt.Errorf("%w (a rank on another host died or failed: see mpirun's message)", err)
+	case c.watch.watchesAll(c.size):
+		// Nothing died that could have made mpirun end the job.
+		err = fmt.Errorf("%w (no rank died: every rank runs on this host and is alive; mpirun ended the job, interrupted or out of time)", err)
+	default:
+		err = fmt.Errorf("%w (no rank on this host died: one on another host may have died or failed, or mpirun was interrupted; see mpirun's message)", err)
 	}
 	err = c.fail(err, false)
 	fmt.Fprintf(os.Stderr, "starpu mpi: rank %d: %v\n", c.rank, err)

@@ -55,6 +55,7 @@ func TestMain(m *testing.M) {
 		"truncate":     rankTruncate,
 		"unreg-send":   rankUnregisterInFlight,
 		"watchdog":     rankWatchdog,
+		"wait":         rankWait,
 	})
 	os.Exit(m.Run())
 }
@@ -194,6 +195,73 @@ func TestRanks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRanksInterrupted: mpirun ending a job whose ranks are all alive
+// (its SIGTERM, as on Ctrl-C or a time limit) makes each rank say that no
+// rank died, rather than blame a rank on another host. mpirun gets the
+// signal once every rank is waiting (files in READY_DIR).
+func TestRanksInterrupted(t *testing.T) {
+	if !mpi.Built() {
+		t.Skip("built without MPI (nompi tag)")
+	}
+	if err := mpirun.Available(); err != nil {
+		t.Skip(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			a, _ := os.Stat(filepath.Join(dir, "ready-0"))
+			b, _ := os.Stat(filepath.Join(dir, "ready-1"))
+			if a != nil && b != nil {
+				cancel() // mpirun gets SIGTERM
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	res, err := mpirun.Run(ctx, mpirun.Job{NP: 2, Prog: exe, Args: []string{"-test.run=^$"}, Body: "wait", Env: []string{"READY_DIR=" + dir}, Timeout: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rr := range res.Ranks {
+		if !strings.Contains(rr.Output, "got SIGTERM") || !strings.Contains(rr.Output, "no rank died: every rank runs on this host and is alive") {
+			t.Errorf("rank %d's output:\n%s\nwant it to say no rank died", rr.Rank, rr.Output)
+		}
+	}
+}
+
+// rankWait: each rank says it is ready (a file in READY_DIR), then waits
+// for data no rank sends, until mpirun ends the job.
+func rankWait() error {
+	n, err := start(mpi.Options{})
+	if err != nil {
+		return err
+	}
+	c := n.c
+	var v float64
+	h, err := core.RegisterVariable(n.rt, &v)
+	if err != nil {
+		return n.stop(err)
+	}
+	if err := os.WriteFile(filepath.Join(os.Getenv("READY_DIR"), fmt.Sprintf("ready-%d", c.Rank())), nil, 0o644); err != nil {
+		return n.stop(err)
+	}
+	err = c.Recv(h, 1-c.Rank(), 9)
+	if err == nil {
+		err = errors.New("a receive nobody sent completed")
+	}
+	return n.stop(err)
 }
 
 // node is one rank's runtime and MPI layer.

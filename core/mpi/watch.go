@@ -42,10 +42,12 @@ const exitGrace = 500 * time.Millisecond
 type watcher struct {
 	c     *Comm
 	infos []procInfo
-	// mu guards fds (rank -> pidfd) and dead.
-	mu   sync.Mutex
-	fds  map[int]int
-	dead map[int]bool
+	// mu guards fds (rank -> pidfd), dead and watchedAll: every other
+	// rank's process was watched from the start (it runs on this host).
+	mu         sync.Mutex
+	fds        map[int]int
+	dead       map[int]bool
+	watchedAll bool
 	// stop wakes the polling goroutine to end it; done is closed when it
 	// ended.
 	stop int
@@ -133,6 +135,9 @@ func (c *Comm) startWatch(ctx context.Context) error {
 		}
 		w.fds[r] = fd
 	}
+	w.mu.Lock()
+	w.watchedAll = len(w.fds) == len(w.infos)-1
+	w.mu.Unlock()
 	if len(w.fds) == 0 {
 		close(w.done)
 		return nil
@@ -220,6 +225,17 @@ func (w *watcher) exited(r int) {
 
 func (w *watcher) deathError(r int) error {
 	return fmt.Errorf("%w: rank %d (pid %d) exited without shutting down MPI", ErrRankGone, r, w.infos[r].pid)
+}
+
+// watchesAll reports whether w watched from the start the process of
+// every other rank of a job of size ranks: they all run on this host.
+func (w *watcher) watchesAll(size int) bool {
+	if w == nil {
+		return size == 1
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.watchedAll
 }
 
 // deadNow names the ranks whose processes on this host have exited
