@@ -570,6 +570,16 @@ func (rt *Runtime) checkTask(t *Task, j *job) error {
 		return fmt.Errorf("%w: task %q: WorkerOrder needs ExecuteOnWorker", ErrInvalidTask, name)
 	}
 	if t.ExecuteOnWorker && (t.Worker < 0 || t.Worker >= len(rt.workers)) {
+		if c := t.Worker - len(rt.workers); c >= 0 && c < len(rt.teams.list) {
+			// StarPU runs a parallel task on a combined worker named so;
+			// here the policy picks the team (docs/user-guide.md,
+			// Differences from StarPU).
+			var ids []int
+			for _, m := range rt.teams.list[c].members {
+				ids = append(ids, m.id)
+			}
+			return fmt.Errorf("%w: task %q: %d is a combined worker (workers %v), which ExecuteOnWorker does not take: a parallel task runs on a combined worker its policy picks; ExecuteOnWorker takes workers 0 to %d", ErrNoWorker, name, t.Worker, ids, len(rt.workers)-1)
+		}
 		return fmt.Errorf("%w: task %q: worker %d does not exist (workers 0 to %d)", ErrNoWorker, name, t.Worker, len(rt.workers)-1)
 	}
 	if t.HandlesNoSequentialConsistency != nil && len(t.HandlesNoSequentialConsistency) != len(t.Handles) {

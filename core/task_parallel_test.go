@@ -133,6 +133,16 @@ func waitAll(t *testing.T, rt *core.Runtime) error {
 	return nil
 }
 
+// mustVector registers a vector of 256 int32 on rt.
+func mustVector(t *testing.T, rt *core.Runtime) *core.Handle {
+	t.Helper()
+	h, err := core.RegisterVector(rt, make([]int32, 256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // combinedByID lists rt's combined workers by ID.
 func combinedByID(rt *core.Runtime) map[int]core.CombinedWorkerInfo {
 	out := map[int]core.CombinedWorkerInfo{}
@@ -201,6 +211,15 @@ func testSPMDRanks(t *testing.T, rt *core.Runtime) {
 		t.Fatalf("combined workers %v, want 3 over 4 workers", rt.CombinedWorkers())
 	}
 	cl := &core.Codelet{Name: "par_ranks", Type: core.SPMD, Kernels: map[core.Arch]string{core.CPU: "par_ranks"}, Modes: []core.Mode{core.W}}
+	// A combined worker's ID is refused by ExecuteOnWorker, saying what
+	// it is (it read "worker 5 does not exist").
+	for id := range teams {
+		err := rt.Submit(&core.Task{Codelet: cl, ExecuteOnWorker: true, Worker: id, Handles: []*core.Handle{mustVector(t, rt)}})
+		if !errors.Is(err, core.ErrNoWorker) || !strings.Contains(err.Error(), fmt.Sprintf("%d is a combined worker (workers %v)", id, teams[id].Members)) {
+			t.Errorf("ExecuteOnWorker on combined worker %d: %v", id, err)
+		}
+		break
+	}
 	const n = 24
 	tasks := make([]*core.Task, n)
 	vs := make([][]int32, n)
