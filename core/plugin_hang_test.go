@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/starpu-go/starpu/core"
+	"github.com/starpu-go/starpu/core/internal/syncbuf"
 	"github.com/starpu-go/starpu/pluginapi/driver"
 	"github.com/starpu-go/starpu/plugins/driver-cpu/blasarg"
 )
@@ -175,7 +175,7 @@ func TestStoppedPluginDetected(t *testing.T) {
 
 // The watchdog reports a stretch with tasks pending and none completed.
 func TestWatchdogWarns(t *testing.T) {
-	var log syncBuffer
+	var log syncbuf.Buffer
 	cfg := testConfig(crashyDir)
 	cfg.WatchdogTimeout = 150 * time.Millisecond
 	rt, err := core.Init(context.Background(), core.Options{Config: cfg,
@@ -244,24 +244,6 @@ func TestWatchdogCrash(t *testing.T) {
 	if s := out.String(); !strings.Contains(s, "watchdog: no task completed") || !strings.Contains(s, "goroutine ") {
 		t.Fatalf("child output lacks the watchdog report or the stacks:\n%.2000s", s)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A driver stopped (SIGSTOP) when the runtime shuts down does not answer

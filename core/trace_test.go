@@ -256,13 +256,14 @@ func TestTraceFileBad(t *testing.T) {
 }
 
 // STARPU_WORKER_STATS's total counts from the end of Init: the plugins'
-// start is no worker's time. It is at most the time from Init's return to
-// Shutdown's (1 ms for the steps between setting its start and Init
-// returning); it used to count the start-up too.
+// start is no worker's time. So it leaves out most of Init (half is the
+// bound: only the last steps of Init come after its start, however loaded
+// the machine); it used to count the whole start-up.
 func TestWorkerStatsFromInit(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "workers.txt")
 	cfg := testConfig(pluginDir)
 	cfg.NCPU = 1
+	beforeInit := time.Now()
 	rt, err := core.Init(context.Background(), core.Options{Config: cfg, Getenv: env(map[string]string{core.EnvWorkerStats: "1", core.EnvWorkerStatsFile: file})})
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +275,7 @@ func TestWorkerStatsFromInit(t *testing.T) {
 	if err := rt.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	run := time.Since(afterInit)
+	whole, initDur := time.Since(beforeInit), afterInit.Sub(beforeInit)
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -285,8 +286,8 @@ func TestWorkerStatsFromInit(t *testing.T) {
 	} else if _, err := fmt.Sscanf(string(b[i:]), "time split: total %f ms", &total); err != nil {
 		t.Fatal(err)
 	}
-	if limit := float64(run+time.Millisecond) / 1e6; total > limit {
-		t.Errorf("worker total %.2f ms, beyond the %.2f ms from Init's return to Shutdown's: it counts the start-up", total, limit)
+	if limit := float64(whole-initDur/2) / 1e6; total > limit {
+		t.Errorf("worker total %.2f ms, beyond %.2f ms (Init took %v, the whole run %v): it counts the start-up", total, limit, initDur, whole)
 	}
 }
 

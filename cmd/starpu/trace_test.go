@@ -69,6 +69,9 @@ func TestTraceCommandErrors(t *testing.T) {
 	if err := os.WriteFile(notTrace, []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "mpi.rank0.trace"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		code int
@@ -87,6 +90,10 @@ func TestTraceCommandErrors(t *testing.T) {
 		{[]string{"trace", "json", filepath.Join(dir, "x.json")}, 2, "would overwrite its input"},
 		{[]string{"trace", "paje", filepath.Join(dir, "paje.trace"), "-o", filepath.Join(dir, ".", "paje.trace")}, 2, "trace paje: " + filepath.Join(dir, "paje.trace") + " would overwrite its input"},
 		{[]string{"trace", "perfetto", notTrace, "-o", filepath.Join(dir, "x.pftrace")}, 1, "neither a native trace"},
+		// A multi-rank trace by its base name: the converters stream one
+		// file and say so.
+		{[]string{"trace", "json", filepath.Join(dir, "mpi.trace")}, 1, "is the trace of an MPI run, one file per rank (" + filepath.Join(dir, "mpi.rank0.trace") + "): convert each rank's file"},
+		{[]string{"trace", "perfetto", filepath.Join(dir, "mpi.trace")}, 1, "is the trace of an MPI run"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -21,16 +20,7 @@ import (
 // TestRanksCSR runs rankCSR on 2 ranks, with the iface-csr plugin built
 // for them.
 func TestRanksCSR(t *testing.T) {
-	if !mpi.Built() {
-		t.Skip("built without MPI (nompi tag)")
-	}
-	if err := mpirun.Available(); err != nil {
-		t.Skip(err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := rankExe(t)
 	dir := t.TempDir()
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "iface-csr"), "../../plugins/iface-csr").CombinedOutput(); err != nil {
 		t.Fatalf("build iface-csr: %v\n%s", err, out)

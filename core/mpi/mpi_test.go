@@ -1,7 +1,6 @@
 package mpi_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 
 	"github.com/starpu-go/starpu/core"
 	"github.com/starpu-go/starpu/core/config"
+	"github.com/starpu-go/starpu/core/internal/syncbuf"
 	"github.com/starpu-go/starpu/core/mpi"
 	"github.com/starpu-go/starpu/internal/mpirun"
 	"github.com/starpu-go/starpu/pluginapi/base"
@@ -60,9 +59,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestRanks runs each body on real ranks under mpirun and checks how
-// every rank ended.
-func TestRanks(t *testing.T) {
+// rankExe is the test binary mpirun starts as each rank; it skips the
+// test where there is no MPI to run it with.
+func rankExe(t *testing.T) string {
+	t.Helper()
 	if !mpi.Built() {
 		t.Skip("built without MPI (nompi tag)")
 	}
@@ -73,6 +73,13 @@ func TestRanks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return exe
+}
+
+// TestRanks runs each body on real ranks under mpirun and checks how
+// every rank ended.
+func TestRanks(t *testing.T) {
+	exe := rankExe(t)
 	// failsNaming expects the run to end, rank dead to report nothing or
 	// an error, and every other rank an error naming rank dead.
 	failsNaming := func(dead int, deadReports bool) func(t *testing.T, res *mpirun.Result) {
@@ -202,16 +209,7 @@ func TestRanks(t *testing.T) {
 // rank died, rather than blame a rank on another host. mpirun gets the
 // signal once every rank is waiting (files in READY_DIR).
 func TestRanksInterrupted(t *testing.T) {
-	if !mpi.Built() {
-		t.Skip("built without MPI (nompi tag)")
-	}
-	if err := mpirun.Available(); err != nil {
-		t.Skip(err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := rankExe(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -940,7 +938,7 @@ func rankTruncate() error {
 // so, naming the receive it waits for (a file in $WATCHDOG_DIR tells rank
 // 1: events, not durations, order the ranks).
 func rankWatchdog() error {
-	var logged safeBuffer
+	var logged syncbuf.Buffer
 	n, err := startN(mpi.Options{}, 1, func(cfg *config.Config, o *core.Options) {
 		cfg.WatchdogTimeout = 100 * time.Millisecond
 		o.Logger = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(&logged, os.Stderr), Level: hclog.Warn})
@@ -997,25 +995,6 @@ func rankWatchdog() error {
 		err = fmt.Errorf("received %v, want 7", x[0])
 	}
 	return n.stop(err)
-}
-
-// safeBuffer is a bytes.Buffer for a logger and a reader on two
-// goroutines.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // rankUnregisterInFlight: rank 0 sends two large vectors with detached

@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/starpu-go/starpu/core/internal/syncbuf"
 	"github.com/starpu-go/starpu/pluginapi/base"
 	"github.com/starpu-go/starpu/pluginapi/shm"
 )
@@ -176,27 +176,9 @@ func processGone(pid int) bool {
 	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // testLogger logs into a buffer, shown if the test fails.
-func testLogger(t *testing.T) (hclog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
+func testLogger(t *testing.T) (hclog.Logger, *syncbuf.Buffer) {
+	buf := &syncbuf.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("core log:\n%s", buf.String())
@@ -242,7 +224,7 @@ func candidate(t *testing.T, file, as string) Candidate {
 
 // launch starts c with a fresh arena and the test logger and kills it after
 // the test.
-func launch(t *testing.T, c Candidate) (*Plugin, *shm.Arena, *syncBuffer) {
+func launch(t *testing.T, c Candidate) (*Plugin, *shm.Arena, *syncbuf.Buffer) {
 	t.Helper()
 	log, buf := testLogger(t)
 	a := newArena(t)
